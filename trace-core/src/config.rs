@@ -1,0 +1,333 @@
+//! Configuration read from the environment under a tool's prefix.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use tracing_subscriber::filter::Targets;
+
+/// The filter used when `<P>_TRACE_FILTER` is unset.
+pub const DEFAULT_FILTER: &str = "info";
+
+/// A validated capture configuration: where to write, what to keep, which sinks.
+///
+/// Built by [`Config::from_env`] (or [`Config::from_lookup`] in tests); it holds
+/// only values that were checked, so a capture started from it fails only if the
+/// file system refuses the directory.
+#[derive(Clone, Debug)]
+pub struct Config {
+    prefix: String,
+    dir: PathBuf,
+    filter: Targets,
+    filter_text: String,
+    formats: Vec<String>,
+}
+
+impl Config {
+    /// Reads `<prefix>_TRACE_DIR`, `<prefix>_TRACE_FILTER` and `<prefix>_TRACE_FORMAT`.
+    ///
+    /// Returns `Ok(None)` when `<prefix>_TRACE_DIR` is unset: capture is off.
+    /// `known_formats` lists the sink names the caller can build; the default
+    /// format list is all of them.
+    ///
+    /// ```
+    /// # use trace_core::Config;
+    /// // Nothing is set under this prefix, so capture is off.
+    /// assert!(Config::from_env("DOCTEST_UNSET", &["chrome"]).unwrap().is_none());
+    /// ```
+    pub fn from_env(prefix: &str, known_formats: &[&str]) -> Result<Option<Config>, ConfigError> {
+        Self::from_lookup(prefix, known_formats, |name| std::env::var_os(name))
+    }
+
+    /// Like [`Config::from_env`], reading variables through `lookup` instead of the
+    /// process environment.
+    ///
+    /// ```
+    /// # use trace_core::Config;
+    /// let err = Config::from_lookup("CABIN", &["chrome"], |name| match name {
+    ///     "CABIN_TRACE_DIR" => Some("out".into()),
+    ///     "CABIN_TRACE_FILTER" => Some("info,=[".into()),
+    ///     _ => None,
+    /// })
+    /// .unwrap_err();
+    /// assert!(err.to_string().starts_with("CABIN_TRACE_FILTER="));
+    /// ```
+    pub fn from_lookup(
+        prefix: &str,
+        known_formats: &[&str],
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Option<Config>, ConfigError> {
+        let dir_var = format!("{prefix}_TRACE_DIR");
+        let filter_var = format!("{prefix}_TRACE_FILTER");
+        let format_var = format!("{prefix}_TRACE_FORMAT");
+
+        let Some(dir) = lookup(&dir_var) else {
+            return Ok(None);
+        };
+        if dir.is_empty() {
+            return Err(ConfigError::new(
+                dir_var,
+                String::new(),
+                ErrorKind::Directory,
+                "expected a directory path to write traces into; unset the variable to turn capture off",
+            ));
+        }
+        let dir = PathBuf::from(dir);
+        if dir.exists() && !dir.is_dir() {
+            return Err(ConfigError::new(
+                dir_var,
+                dir.display().to_string(),
+                ErrorKind::Directory,
+                "is not a directory; expected a directory (created if missing) to write traces into",
+            ));
+        }
+
+        let (filter, filter_text) = match lookup(&filter_var) {
+            None => (
+                Targets::from_str(DEFAULT_FILTER).expect("the default filter parses"),
+                DEFAULT_FILTER.to_string(),
+            ),
+            Some(raw) => {
+                let text = utf8(&filter_var, raw, ErrorKind::Filter)?;
+                match parse_filter(&text) {
+                    Ok(f) => (f, text),
+                    Err(why) => {
+                        return Err(ConfigError::new(
+                            filter_var,
+                            text,
+                            ErrorKind::Filter,
+                            &format!(
+                                "{why}; expected target=level directives, e.g. `info,cabin_resolver=debug`"
+                            ),
+                        ))
+                    }
+                }
+            }
+        };
+
+        let formats = match lookup(&format_var) {
+            None => known_formats.iter().map(|s| s.to_string()).collect(),
+            Some(raw) => {
+                let text = utf8(&format_var, raw, ErrorKind::Format)?;
+                parse_formats(&text, known_formats).map_err(|why| {
+                    ConfigError::new(format_var.clone(), text.clone(), ErrorKind::Format, &why)
+                })?
+            }
+        };
+
+        Ok(Some(Config { prefix: prefix.to_string(), dir, filter, filter_text, formats }))
+    }
+
+    /// The prefix the variables were read under, e.g. `CABIN`.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The directory traces are written into.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// The filter, as tracing-subscriber `Targets`.
+    pub fn filter(&self) -> &Targets {
+        &self.filter
+    }
+
+    /// The filter's text as given (or the default).
+    pub fn filter_text(&self) -> &str {
+        &self.filter_text
+    }
+
+    /// The selected sink names, in the order given, without duplicates.
+    pub fn formats(&self) -> &[String] {
+        &self.formats
+    }
+
+    /// Whether the sink called `name` is selected.
+    pub fn wants(&self, name: &str) -> bool {
+        self.formats.iter().any(|f| f == name)
+    }
+
+    /// The name of the directory variable, e.g. `CABIN_TRACE_DIR`.
+    pub fn dir_var(&self) -> String {
+        format!("{}_TRACE_DIR", self.prefix)
+    }
+}
+
+fn utf8(var: &str, raw: OsString, kind: ErrorKind) -> Result<String, ConfigError> {
+    raw.into_string().map_err(|raw| {
+        ConfigError::new(
+            var.to_string(),
+            raw.to_string_lossy().into_owned(),
+            kind,
+            "is not valid UTF-8; expected plain text",
+        )
+    })
+}
+
+/// Parses `Targets` directives, refusing what tracing-subscriber would silently
+/// accept but a user cannot have meant (an empty directive between commas is fine).
+fn parse_filter(text: &str) -> Result<Targets, String> {
+    if text.trim().is_empty() {
+        return Err("is empty".to_string());
+    }
+    Targets::from_str(text).map_err(|e| format!("does not parse ({e})"))
+}
+
+fn parse_formats(text: &str, known: &[&str]) -> Result<Vec<String>, String> {
+    let expected = format!("expected a comma-separated list of: {}", known.join(", "));
+    let mut out: Vec<String> = Vec::new();
+    for item in text.split(',') {
+        let item = item.trim();
+        if item.is_empty() {
+            return Err(format!("has an empty item; {expected}"));
+        }
+        if !known.contains(&item) {
+            return Err(format!("names an unknown format `{item}`; {expected}"));
+        }
+        if !out.iter().any(|f| f == item) {
+            out.push(item.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// What part of the configuration an error is about.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// `<P>_TRACE_DIR`: missing, not a directory, or not writable.
+    Directory,
+    /// `<P>_TRACE_FILTER`: not valid directives.
+    Filter,
+    /// `<P>_TRACE_FORMAT`: an unknown or empty format.
+    Format,
+}
+
+/// A configuration the capture refuses, naming the variable, its value and what
+/// is expected. Its `Display` is meant to be printed to the user as is.
+#[derive(Clone, Debug)]
+pub struct ConfigError {
+    variable: String,
+    value: String,
+    kind: ErrorKind,
+    reason: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(variable: String, value: String, kind: ErrorKind, reason: &str) -> Self {
+        ConfigError { variable, value, kind, reason: reason.to_string() }
+    }
+
+    /// The variable the error is about, e.g. `CABIN_TRACE_FILTER`.
+    pub fn variable(&self) -> &str {
+        &self.variable
+    }
+
+    /// The value that was refused.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// What kind of setting was refused.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}=`{}`: {}", self.variable, self.value, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        move |name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(v))
+    }
+
+    #[test]
+    fn capture_is_off_when_the_directory_variable_is_unset() {
+        assert!(Config::from_lookup("CABIN", &["chrome"], lookup(&[])).unwrap().is_none());
+    }
+
+    #[test]
+    fn defaults_are_the_info_filter_and_every_format() {
+        let c = Config::from_lookup("CABIN", &["chrome", "perfetto"], lookup(&[("CABIN_TRACE_DIR", "d")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.filter_text(), "info");
+        assert_eq!(c.formats(), ["chrome", "perfetto"]);
+    }
+
+    #[test]
+    fn a_malformed_filter_names_the_variable_its_value_and_the_expected_form() {
+        let e = Config::from_lookup(
+            "KACHE",
+            &["chrome"],
+            lookup(&[("KACHE_TRACE_DIR", "d"), ("KACHE_TRACE_FILTER", "info,=[")]),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Filter);
+        let msg = e.to_string();
+        assert!(msg.starts_with("KACHE_TRACE_FILTER=`info,=[`"), "{msg}");
+        assert!(msg.contains("expected target=level directives"), "{msg}");
+    }
+
+    #[test]
+    fn an_empty_filter_is_refused() {
+        let e = Config::from_lookup(
+            "CABIN",
+            &["chrome"],
+            lookup(&[("CABIN_TRACE_DIR", "d"), ("CABIN_TRACE_FILTER", " ")]),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Filter);
+    }
+
+    #[test]
+    fn an_unknown_format_is_refused_with_the_known_ones_listed() {
+        let e = Config::from_lookup(
+            "CABIN",
+            &["chrome", "perfetto"],
+            lookup(&[("CABIN_TRACE_DIR", "d"), ("CABIN_TRACE_FORMAT", "chrome,flame")]),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Format);
+        assert!(e.to_string().contains("`flame`"), "{e}");
+        assert!(e.to_string().contains("chrome, perfetto"), "{e}");
+    }
+
+    #[test]
+    fn formats_are_trimmed_and_deduplicated() {
+        let c = Config::from_lookup(
+            "CABIN",
+            &["chrome", "perfetto"],
+            lookup(&[("CABIN_TRACE_DIR", "d"), ("CABIN_TRACE_FORMAT", " perfetto , perfetto")]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.formats(), ["perfetto"]);
+    }
+
+    #[test]
+    fn a_regular_file_as_the_directory_is_refused() {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        let path = f.path().to_str().unwrap().to_string();
+        let e = Config::from_lookup("CABIN", &["chrome"], lookup(&[("CABIN_TRACE_DIR", &path)])).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Directory);
+        assert!(e.to_string().starts_with("CABIN_TRACE_DIR="), "{e}");
+    }
+
+    #[test]
+    fn an_empty_directory_value_is_refused() {
+        let e = Config::from_lookup("CABIN", &["chrome"], lookup(&[("CABIN_TRACE_DIR", "")])).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Directory);
+    }
+}

@@ -1,0 +1,221 @@
+//! The event model sinks receive, on the writer thread.
+//!
+//! The writer thread turns the raw records of every thread into a well-formed
+//! stream before a sink sees it: on each thread, every [`Event::SpanEnd`] closes
+//! the innermost open [`Event::SpanBegin`], and spans still open when the capture
+//! ends are closed at its end with `unclosed: true`. Timestamps are nanoseconds
+//! of `CLOCK_MONOTONIC` (Rust's `Instant` on Linux), so traces from several
+//! processes of one machine share a time base.
+
+use std::path::PathBuf;
+
+pub use tracing_core::Level;
+
+/// An operating-system thread id (the `tid` Perfetto and `ps` show).
+pub type Tid = u64;
+
+/// A field's value, borrowed for the duration of one event.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value<'a> {
+    /// A signed integer.
+    I64(i64),
+    /// An unsigned integer.
+    U64(u64),
+    /// A floating-point number.
+    F64(f64),
+    /// A boolean.
+    Bool(bool),
+    /// Text: a `&str` field, or a value formatted with `Debug` or `Display`.
+    Str(&'a str),
+}
+
+impl Value<'_> {
+    /// The value as an integer, if it is one and fits in `i128`.
+    pub fn as_integer(&self) -> Option<i128> {
+        match *self {
+            Value::I64(v) => Some(v as i128),
+            Value::U64(v) => Some(v as i128),
+            _ => None,
+        }
+    }
+}
+
+/// A named field of a span or an event.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Field<'a> {
+    /// The field's name as written at the call site.
+    pub name: &'a str,
+    /// Its value.
+    pub value: Value<'a>,
+}
+
+/// Where a span or event came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Site<'a> {
+    /// The span or event name.
+    pub name: &'a str,
+    /// The target (by default the module path).
+    pub target: &'a str,
+    /// The verbosity level.
+    pub level: Level,
+}
+
+impl Site<'static> {
+    /// The site of a `tracing` callsite.
+    pub fn of(meta: &'static tracing_core::Metadata<'static>) -> Self {
+        Site { name: meta.name(), target: meta.target(), level: *meta.level() }
+    }
+}
+
+/// One slice of an external lane: work done outside the traced process (a
+/// build action run by Ninja, a test executable), placed on the capture's clock.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LaneSlice<'a> {
+    /// The lane, e.g. `ninja` or `tests`; each lane is drawn as its own process.
+    pub lane: &'a str,
+    /// The sub-lane (a track within the lane); slices on one sub-lane never overlap.
+    pub track: u32,
+    /// Start, in monotonic nanoseconds.
+    pub begin_ns: u64,
+    /// End, in monotonic nanoseconds; never before `begin_ns`.
+    pub end_ns: u64,
+    /// What ran, e.g. the first output of a build action.
+    pub name: &'a str,
+    /// Extra details shown with the slice.
+    pub fields: &'a [Field<'a>],
+}
+
+/// What an external lane's source reported, for the summary.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaneReport {
+    /// The lane, e.g. `ninja`.
+    pub lane: String,
+    /// How many slices (actions, test executables) were placed.
+    pub slices: u64,
+    /// `None` when the lane's data was read; otherwise why it is unavailable.
+    pub unavailable: Option<String>,
+    /// Notes about the data, e.g. that a failed action is absent.
+    pub notes: Vec<String>,
+    /// How far the lane's times may be off the capture's clock, in nanoseconds.
+    pub alignment_uncertainty_ns: u64,
+}
+
+/// One item of the capture's event stream.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug)]
+pub enum Event<'a> {
+    /// A thread's name, given once before the thread's first span or instant.
+    ThreadName {
+        /// The thread.
+        thread: Tid,
+        /// Its name (`main`, the `std::thread` name, or `thread-<tid>`).
+        name: &'a str,
+    },
+    /// A span was entered on a thread.
+    SpanBegin {
+        /// The thread.
+        thread: Tid,
+        /// When, in monotonic nanoseconds.
+        ts: u64,
+        /// The span's call site.
+        site: Site<'a>,
+        /// The fields known when it was entered.
+        fields: &'a [Field<'a>],
+    },
+    /// The innermost open span of a thread was exited.
+    SpanEnd {
+        /// The thread.
+        thread: Tid,
+        /// When, in monotonic nanoseconds.
+        ts: u64,
+        /// When the matching [`Event::SpanBegin`] was.
+        begin_ts: u64,
+        /// The span's call site.
+        site: Site<'a>,
+        /// Every field value the span holds at its end.
+        fields: &'a [Field<'a>],
+        /// The fields recorded while it was open (after its begin).
+        recorded: &'a [Field<'a>],
+        /// True when the span did not end by itself: still open when the capture
+        /// finished, or its end was lost with a dropped batch.
+        unclosed: bool,
+    },
+    /// A `tracing` event: a point in time.
+    Instant {
+        /// The thread.
+        thread: Tid,
+        /// When, in monotonic nanoseconds.
+        ts: u64,
+        /// The event's call site.
+        site: Site<'a>,
+        /// Its fields, `message` included.
+        fields: &'a [Field<'a>],
+    },
+    /// A slice of an external lane.
+    Lane(LaneSlice<'a>),
+    /// What an external lane's source reported (sent once per lane).
+    LaneReport(&'a LaneReport),
+}
+
+/// Facts about the capture, given to each sink before the first event.
+#[derive(Clone, Debug)]
+pub struct Start<'a> {
+    /// The command being captured, e.g. `build`.
+    pub command: &'a str,
+    /// The file stem, `<command>-<unix-ms>-<pid>-<seq>`.
+    pub stem: &'a str,
+    /// The process id.
+    pub pid: u32,
+    /// Wall-clock start of the capture, in milliseconds since the Unix epoch.
+    pub start_unix_ms: u64,
+    /// Start of the capture, in monotonic nanoseconds.
+    pub start_ns: u64,
+    /// Time from the process's start to the capture's start, in microseconds,
+    /// if the operating system tells it (Linux: `/proc/self/stat`, 10 ms ticks).
+    pub startup_us: Option<u64>,
+    /// The filter in force, as text.
+    pub filter: &'a str,
+}
+
+/// CPU time and peak memory from `getrusage`, stating whose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// User CPU time of the tool's own process during the capture, in microseconds.
+    pub self_user_us: u64,
+    /// System CPU time of the tool's own process during the capture, in microseconds.
+    pub self_system_us: u64,
+    /// Peak resident set of the tool's own process so far, in KiB.
+    pub self_max_rss_kib: u64,
+    /// User CPU time of child processes waited for during the capture, in microseconds.
+    pub children_user_us: u64,
+    /// System CPU time of child processes waited for during the capture, in microseconds.
+    pub children_system_us: u64,
+    /// Peak resident set of the largest child waited for so far, in KiB (never a sum).
+    pub children_max_rss_kib: u64,
+}
+
+/// The fate of one file of the capture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileStatus {
+    /// The sink that wrote it.
+    pub sink: String,
+    /// The final path (the file is `<path>.partial` until it is complete).
+    pub path: PathBuf,
+    /// True when every byte was written; false leaves only the `.partial` file.
+    pub complete: bool,
+    /// The first error, when incomplete.
+    pub error: Option<String>,
+}
+
+/// Facts about the end of the capture, given to each sink's `finish`.
+#[derive(Clone, Debug)]
+pub struct Finish<'a> {
+    /// End of the capture, in monotonic nanoseconds.
+    pub end_ns: u64,
+    /// Records lost because the writer fell behind (counted, never hidden).
+    pub dropped_records: u64,
+    /// The files of the sinks finished before this one.
+    pub files: &'a [FileStatus],
+    /// CPU and memory, from `getrusage`.
+    pub resources: Resources,
+}

@@ -1,0 +1,351 @@
+//! The hot path: a `tracing` layer that stores raw records in a per-thread,
+//! per-capture buffer and hands full buffers to the writer thread.
+//!
+//! The calling thread stores only what it has to: a timestamp relative to the
+//! capture's start, the span id, a `&'static` callsite, and field values
+//! (integers as they are, text appended to the batch's own string). Buffers are
+//! recycled by the writer thread, so in steady state nothing is allocated.
+
+use std::cell::RefCell;
+use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+use tracing_core::field::{Field as TField, Visit};
+use tracing_core::span::{Attributes, Id, Record};
+use tracing_core::{Event as TEvent, Metadata, Subscriber};
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+use crate::event::Tid;
+use crate::writer::Msg;
+
+/// Records per batch before it is handed to the writer.
+pub(crate) const BATCH_RECORDS: usize = 1024;
+/// Text bytes per batch before it is handed to the writer.
+pub(crate) const BATCH_TEXT: usize = 64 * 1024;
+/// Batches in flight to the writer before producers start dropping.
+pub(crate) const CHANNEL_BATCHES: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    NewSpan,
+    Record,
+    Enter,
+    Exit,
+    Close,
+    Event,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Raw {
+    pub kind: Kind,
+    pub id: u64,
+    pub ts: u64,
+    pub meta: Option<&'static Metadata<'static>>,
+    pub fields_start: u32,
+    pub fields_len: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RawValue {
+    I64(i64),
+    U64(u64),
+    F64(f64),
+    Bool(bool),
+    Str { start: u32, len: u32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawField {
+    pub name: &'static str,
+    pub value: RawValue,
+}
+
+/// One thread's records, in order.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub raws: Vec<Raw>,
+    pub values: Vec<RawField>,
+    pub text: String,
+}
+
+impl Batch {
+    fn with_capacity() -> Batch {
+        Batch {
+            raws: Vec::with_capacity(BATCH_RECORDS),
+            values: Vec::with_capacity(BATCH_RECORDS),
+            text: String::with_capacity(4096),
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.raws.clear();
+        self.values.clear();
+        self.text.clear();
+    }
+
+    fn is_full(&self) -> bool {
+        self.raws.len() >= BATCH_RECORDS || self.text.len() >= BATCH_TEXT
+    }
+
+    pub(crate) fn str_of(&self, start: u32, len: u32) -> &str {
+        self.text.get(start as usize..(start + len) as usize).unwrap_or("")
+    }
+}
+
+/// A thread's buffer for one capture.
+pub(crate) struct ThreadBuf {
+    pub index: u32,
+    pub tid: Tid,
+    pub name: String,
+    pub local: Mutex<Local>,
+}
+
+pub(crate) struct Local {
+    pub batch: Batch,
+    pub closed: bool,
+}
+
+/// State shared by the layer, the writer thread and the session.
+pub(crate) struct Shared {
+    pub capture_id: u64,
+    pub base: Instant,
+    pub base_mono_ns: u64,
+    pub tx: Sender<Msg>,
+    pub recycle: Receiver<Batch>,
+    pub threads: Mutex<Vec<Arc<ThreadBuf>>>,
+    pub closed: AtomicBool,
+    pub dropped: AtomicU64,
+    pub late: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn rel_now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+
+    fn fresh_batch(&self) -> Batch {
+        self.recycle.try_recv().unwrap_or_else(|_| Batch::with_capacity())
+    }
+
+    /// Registers the calling thread with this capture, unless it has finished.
+    fn register(&self) -> Option<Arc<ThreadBuf>> {
+        let mut threads = self.threads.lock();
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        let tid = crate::os::current_tid();
+        let name = match std::thread::current().name() {
+            Some(n) => n.to_string(),
+            None => format!("thread-{tid}"),
+        };
+        let buf = Arc::new(ThreadBuf {
+            index: threads.len() as u32,
+            tid,
+            name,
+            local: Mutex::new(Local { batch: self.fresh_batch(), closed: false }),
+        });
+        threads.push(buf.clone());
+        Some(buf)
+    }
+}
+
+static NEXT_CAPTURE: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) fn next_capture_id() -> u64 {
+    NEXT_CAPTURE.fetch_add(1, Ordering::Relaxed)
+}
+
+thread_local! {
+    /// This thread's buffers, one per capture it has recorded into.
+    static SLOTS: RefCell<Vec<(u64, Arc<ThreadBuf>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The capture's `tracing` layer. Built by [`crate::Session`]; exposed so that a
+/// dispatcher holding it can be found with `Dispatch::downcast_ref`.
+pub struct CaptureLayer {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for CaptureLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CaptureLayer").field("capture_id", &self.shared.capture_id).finish()
+    }
+}
+
+impl CaptureLayer {
+    /// Runs `fill` on this thread's buffer for this capture, then hands the
+    /// buffer to the writer if it is full. Never panics, never blocks on the writer.
+    #[inline]
+    fn with_local(&self, fill: impl FnOnce(&mut Batch)) {
+        let shared = &*self.shared;
+        let id = shared.capture_id;
+        let done = SLOTS.try_with(|slots| {
+            // A `Debug` impl that logs while we format would re-enter: count it, don't panic.
+            let Ok(mut slots) = slots.try_borrow_mut() else { return false };
+            let buf = match slots.iter().find(|(c, _)| *c == id) {
+                Some((_, buf)) => buf.clone(),
+                None => {
+                    slots.retain(|(_, b)| !b.local.lock().closed);
+                    let Some(buf) = shared.register() else { return false };
+                    slots.push((id, buf.clone()));
+                    buf
+                }
+            };
+            drop(slots);
+            let mut local = buf.local.lock();
+            if local.closed {
+                return false;
+            }
+            fill(&mut local.batch);
+            if local.batch.is_full() {
+                let full = std::mem::replace(&mut local.batch, shared.fresh_batch());
+                let n = full.raws.len() as u64;
+                // Sent under the buffer's lock, so the writer's final drain cannot miss it.
+                if let Err(e) = shared.tx.try_send(Msg::Batch { thread: buf.index, batch: full }) {
+                    shared.dropped.fetch_add(n, Ordering::Relaxed);
+                    if let Msg::Batch { mut batch, .. } = e.into_inner() {
+                        batch.clear();
+                        local.batch = batch;
+                    }
+                }
+            }
+            true
+        });
+        if !matches!(done, Ok(true)) {
+            let counter = if shared.closed.load(Ordering::Relaxed) { &shared.late } else { &shared.dropped };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    fn push(&self, kind: Kind, id: u64, ts: u64, meta: Option<&'static Metadata<'static>>) {
+        self.with_local(|b| {
+            b.raws.push(Raw { kind, id, ts, meta, fields_start: 0, fields_len: 0 });
+        });
+    }
+
+    #[inline]
+    fn push_fields(
+        &self,
+        kind: Kind,
+        id: u64,
+        ts: u64,
+        meta: Option<&'static Metadata<'static>>,
+        record: impl FnOnce(&mut dyn Visit),
+    ) {
+        self.with_local(|b| {
+            let start = b.values.len();
+            record(&mut FieldVisitor { batch: b });
+            let len = b.values.len() - start;
+            b.raws.push(Raw { kind, id, ts, meta, fields_start: start as u32, fields_len: len as u32 });
+        });
+    }
+}
+
+struct FieldVisitor<'a> {
+    batch: &'a mut Batch,
+}
+
+impl FieldVisitor<'_> {
+    fn put(&mut self, field: &TField, value: RawValue) {
+        self.batch.values.push(RawField { name: field.name(), value });
+    }
+
+    fn put_text(&mut self, field: &TField, write: impl FnOnce(&mut String) -> fmt::Result) {
+        let start = self.batch.text.len();
+        if write(&mut self.batch.text).is_err() {
+            self.batch.text.truncate(start);
+            self.batch.text.push_str("<unprintable>");
+        }
+        let len = self.batch.text.len() - start;
+        self.put(field, RawValue::Str { start: start as u32, len: len as u32 });
+    }
+}
+
+impl Visit for FieldVisitor<'_> {
+    fn record_i64(&mut self, field: &TField, value: i64) {
+        self.put(field, RawValue::I64(value));
+    }
+    fn record_u64(&mut self, field: &TField, value: u64) {
+        self.put(field, RawValue::U64(value));
+    }
+    fn record_i128(&mut self, field: &TField, value: i128) {
+        match i64::try_from(value) {
+            Ok(v) => self.put(field, RawValue::I64(v)),
+            Err(_) => self.put_text(field, |s| write!(s, "{value}")),
+        }
+    }
+    fn record_u128(&mut self, field: &TField, value: u128) {
+        match u64::try_from(value) {
+            Ok(v) => self.put(field, RawValue::U64(v)),
+            Err(_) => self.put_text(field, |s| write!(s, "{value}")),
+        }
+    }
+    fn record_f64(&mut self, field: &TField, value: f64) {
+        self.put(field, RawValue::F64(value));
+    }
+    fn record_bool(&mut self, field: &TField, value: bool) {
+        self.put(field, RawValue::Bool(value));
+    }
+    fn record_str(&mut self, field: &TField, value: &str) {
+        self.put_text(field, |s| {
+            s.push_str(value);
+            Ok(())
+        });
+    }
+    fn record_error(&mut self, field: &TField, value: &(dyn std::error::Error + 'static)) {
+        self.put_text(field, |s| write!(s, "{value}"));
+    }
+    fn record_debug(&mut self, field: &TField, value: &dyn fmt::Debug) {
+        self.put_text(field, |s| write!(s, "{value:?}"));
+    }
+}
+
+impl<S> Layer<S> for CaptureLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
+        if attrs.values().is_empty() {
+            return;
+        }
+        self.push_fields(Kind::NewSpan, id.into_u64(), 0, None, |v| attrs.record(v));
+    }
+
+    fn on_record(&self, span: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
+        if values.is_empty() {
+            return;
+        }
+        let ts = self.shared.rel_now();
+        self.push_fields(Kind::Record, span.into_u64(), ts, None, |v| values.record(v));
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        let ts = self.shared.rel_now();
+        let meta = ctx.metadata(id);
+        self.push(Kind::Enter, id.into_u64(), ts, meta);
+    }
+
+    fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
+        let ts = self.shared.rel_now();
+        self.push(Kind::Exit, id.into_u64(), ts, None);
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        // Only spans that can hold field values need the writer to forget them.
+        if ctx.metadata(&id).is_some_and(|m| !m.fields().is_empty()) {
+            self.push(Kind::Close, id.into_u64(), 0, None);
+        }
+    }
+
+    fn on_event(&self, event: &TEvent<'_>, _ctx: Context<'_, S>) {
+        let ts = self.shared.rel_now();
+        self.push_fields(Kind::Event, 0, ts, Some(event.metadata()), |v| event.record(v));
+    }
+}

@@ -1,0 +1,75 @@
+//! The capture engine of cabin-trace: one command's `tracing` spans and events,
+//! recorded into files, scoped to that command and never anything else.
+//!
+//! # Overview
+//!
+//! - [`Config`] reads `<P>_TRACE_DIR`, `<P>_TRACE_FILTER` and `<P>_TRACE_FORMAT`
+//!   under a tool's prefix and checks every value before the command runs.
+//! - [`Session`] is one capture: it creates the `.partial` files, starts the
+//!   writer thread, and builds a dispatcher that the command runs under with
+//!   `tracing::dispatcher::with_default` (never a global default), so repeated
+//!   and concurrent captures in one process each record only their own events.
+//! - On the hot path each thread appends raw records (a timestamp, a span id, a
+//!   `&'static` callsite, field values) to a buffer of its own for that capture
+//!   and hands it over in batches; nothing is allocated per event once the
+//!   buffers are warm. A batch the writer cannot take is dropped and counted.
+//! - The writer thread turns the records into a well-formed [`Event`] stream and
+//!   feeds every [`Sink`]; each sink writes one file through a [`CheckedWriter`]
+//!   that keeps the first I/O error instead of panicking.
+//! - [`Session::finish`] closes what is still open, finishes the sinks, joins
+//!   the writer and renames each complete file from `.partial`.
+//! - [`bind`] and [`spawn`] carry the capture to helper threads; [`current`]
+//!   gives code inside the command a [`Handle`] to add external lanes.
+//!
+//! # Example
+//!
+//! ```
+//! use trace_core::{Config, Session};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let config = Config::from_lookup("DEMO", &[], |name| {
+//!     (name == "DEMO_TRACE_DIR").then(|| dir.path().into())
+//! })
+//! .unwrap()
+//! .expect("DEMO_TRACE_DIR is set");
+//! let session = Session::start(&config, "build", Vec::new()).unwrap();
+//! let answer = session.in_scope(|| {
+//!     let _phase = tracing::info_span!("compile").entered();
+//!     42
+//! });
+//! let report = session.finish();
+//! assert_eq!(answer, 42);
+//! assert!(report.is_complete());
+//! ```
+//!
+//! # Environment
+//!
+//! | variable | meaning |
+//! | --- | --- |
+//! | `<P>_TRACE_DIR` | turns capture on and names the output directory (created if missing) |
+//! | `<P>_TRACE_FILTER` | `tracing-subscriber` `Targets` directives; default `info` |
+//! | `<P>_TRACE_FORMAT` | comma list of the sinks to write; default all the caller knows |
+//!
+//! # What it does not do
+//!
+//! It serialises nothing itself (no serde, no protobuf): formats live in the
+//! sink crates. It installs no global subscriber and no signal handler, and it
+//! does not fsync: a killed process leaves only `.partial` files.
+
+#![deny(missing_docs)]
+
+mod config;
+mod event;
+mod layer;
+pub mod os;
+mod session;
+mod sink;
+mod writer;
+
+pub use config::{Config, ConfigError, ErrorKind, DEFAULT_FILTER};
+pub use event::{
+    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Resources, Site, Start, Tid, Value,
+};
+pub use layer::CaptureLayer;
+pub use session::{bind, current, new_stem, spawn, Handle, Report, Session, PARTIAL_SUFFIX};
+pub use sink::{CheckedWriter, Sink};

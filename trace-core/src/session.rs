@@ -1,0 +1,366 @@
+//! Starting and finishing one capture, and reaching it from inside the command.
+
+use std::fs::{self, OpenOptions};
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use tracing::dispatcher::{self, Dispatch};
+use tracing_subscriber::layer::{Identity, Layer, SubscriberExt};
+use tracing_subscriber::Registry;
+
+use crate::config::{Config, ConfigError, ErrorKind};
+use crate::event::{Field, FileStatus, LaneReport, LaneSlice};
+use crate::layer::{next_capture_id, CaptureLayer, Shared, CHANNEL_BATCHES};
+use crate::os::{self, Usage};
+use crate::sink::{CheckedWriter, Sink};
+use crate::writer::{self, Msg, OwnedLane, OwnedValue, SinkFile, StartOwned};
+
+/// The suffix of a file that is still being written.
+pub const PARTIAL_SUFFIX: &str = ".partial";
+
+static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// Turns a command name into something safe in a file name.
+fn file_safe(command: &str) -> String {
+    let s: String = command
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .take(64)
+        .collect();
+    if s.is_empty() {
+        "command".to_string()
+    } else {
+        s
+    }
+}
+
+/// The stem `<command>-<unix-ms>-<pid>-<seq>` of a new capture's files.
+pub fn new_stem(command: &str, unix_ms: u64) -> String {
+    let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
+    format!("{}-{}-{}-{}", file_safe(command), unix_ms, std::process::id(), seq)
+}
+
+fn partial_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(PARTIAL_SUFFIX);
+    PathBuf::from(s)
+}
+
+/// A running capture. Created by [`Session::start`]; the command runs inside
+/// [`Session::in_scope`]; [`Session::finish`] writes and renames the files.
+///
+/// Dropping a session without finishing it (a panic unwinding through the
+/// command) finishes it quietly, so its files are still completed.
+#[must_use = "a session records nothing unless the command runs in `in_scope`, and dropping it finishes the capture"]
+pub struct Session {
+    shared: Arc<Shared>,
+    dispatch: Dispatch,
+    writer: Option<JoinHandle<Vec<FileStatus>>>,
+    partials: Vec<PathBuf>,
+    stem: String,
+    usage_start: Usage,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("stem", &self.stem).finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Starts a capture of `command` with `sinks`, in the order given.
+    ///
+    /// Creates the directory if needed and every sink's `.partial` file; if any
+    /// of that fails, removes what it created and returns an error naming the
+    /// directory variable, before the command runs.
+    pub fn start(config: &Config, command: &str, sinks: Vec<Box<dyn Sink>>) -> Result<Session, ConfigError> {
+        Self::start_with_layer(config, command, sinks, Identity::new())
+    }
+
+    /// Like [`Session::start`], with `layer` (the tool's own logging, for
+    /// example) composed into the capture's subscriber, so that it keeps working
+    /// while the capture's dispatcher shadows the global one.
+    pub fn start_with_layer<L>(
+        config: &Config,
+        command: &str,
+        sinks: Vec<Box<dyn Sink>>,
+        layer: L,
+    ) -> Result<Session, ConfigError>
+    where
+        L: Layer<Registry> + Send + Sync + 'static,
+    {
+        let dir_error = |what: String| {
+            ConfigError::new(
+                config.dir_var(),
+                config.dir().display().to_string(),
+                ErrorKind::Directory,
+                &what,
+            )
+        };
+        fs::create_dir_all(config.dir())
+            .map_err(|e| dir_error(format!("cannot be created ({e}); expected a writable directory")))?;
+
+        let start_unix_ms = os::unix_ms();
+        let stem = new_stem(command, start_unix_ms);
+        let mut files: Vec<SinkFile> = Vec::with_capacity(sinks.len());
+        let mut partials = Vec::with_capacity(sinks.len());
+        for sink in sinks {
+            let path = config.dir().join(format!("{stem}.{}", sink.suffix()));
+            let partial = partial_path(&path);
+            match OpenOptions::new().write(true).create_new(true).open(&partial) {
+                Ok(file) => {
+                    files.push(SinkFile {
+                        sink,
+                        out: CheckedWriter::new(BufWriter::with_capacity(64 * 1024, file)),
+                        path,
+                    });
+                    partials.push(partial);
+                }
+                Err(e) => {
+                    drop(files);
+                    for p in &partials {
+                        let _ = fs::remove_file(p);
+                    }
+                    return Err(dir_error(format!(
+                        "cannot be written: creating {} failed ({e}); expected a writable directory",
+                        partial.display()
+                    )));
+                }
+            }
+        }
+
+        let (tx, rx) = crossbeam_channel::bounded(CHANNEL_BATCHES);
+        let (recycle_tx, recycle_rx) = crossbeam_channel::bounded(CHANNEL_BATCHES);
+        let shared = Arc::new(Shared {
+            capture_id: next_capture_id(),
+            base: Instant::now(),
+            base_mono_ns: os::monotonic_ns(),
+            tx,
+            recycle: recycle_rx,
+            threads: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+        });
+        let start = StartOwned {
+            command: command.to_string(),
+            stem: stem.clone(),
+            pid: std::process::id(),
+            start_unix_ms,
+            startup_us: os::startup_us(),
+            filter: config.filter_text().to_string(),
+        };
+        let writer_shared = shared.clone();
+        let writer = std::thread::Builder::new()
+            .name("trace-writer".into())
+            .spawn(move || writer::run(writer_shared, rx, recycle_tx, files, start));
+        let writer = match writer {
+            Ok(w) => w,
+            Err(e) => {
+                for p in &partials {
+                    let _ = fs::remove_file(p);
+                }
+                return Err(dir_error(format!("cannot be used: the writer thread did not start ({e})")));
+            }
+        };
+
+        let capture = CaptureLayer { shared: shared.clone() }.with_filter(config.filter().clone());
+        let dispatch = Dispatch::new(Registry::default().with(layer).with(capture));
+        Ok(Session { shared, dispatch, writer: Some(writer), partials, stem, usage_start: Usage::now() })
+    }
+
+    /// The capture's dispatcher, to hand to threads the command starts.
+    pub fn dispatch(&self) -> &Dispatch {
+        &self.dispatch
+    }
+
+    /// The stem of this capture's files.
+    pub fn stem(&self) -> &str {
+        &self.stem
+    }
+
+    /// Runs `f` with this capture as the thread's default dispatcher.
+    pub fn in_scope<T>(&self, f: impl FnOnce() -> T) -> T {
+        dispatcher::with_default(&self.dispatch, f)
+    }
+
+    /// Ends the capture: closes open spans, finishes every sink, joins the
+    /// writer thread, and renames each complete file from `.partial`.
+    pub fn finish(mut self) -> Report {
+        self.finish_inner()
+    }
+
+    fn finish_inner(&mut self) -> Report {
+        let Some(writer) = self.writer.take() else {
+            return Report { stem: self.stem.clone(), files: Vec::new(), dropped_records: 0 };
+        };
+        let end_rel = self.shared.rel_now();
+        let resources = Usage::now().since(&self.usage_start);
+        let _ = self.shared.tx.send(Msg::Finish { end_rel, resources });
+        let files = match writer.join() {
+            Ok(files) => files,
+            Err(_) => self
+                .partials
+                .iter()
+                .map(|p| FileStatus {
+                    sink: String::new(),
+                    path: p.with_extension(""),
+                    complete: false,
+                    error: Some("the trace writer thread panicked".to_string()),
+                })
+                .collect(),
+        };
+        let files = files
+            .into_iter()
+            .map(|mut f| {
+                if f.complete {
+                    if let Err(e) = fs::rename(partial_path(&f.path), &f.path) {
+                        f.complete = false;
+                        f.error = Some(format!("renaming it from {PARTIAL_SUFFIX} failed: {e}"));
+                    }
+                }
+                f
+            })
+            .collect();
+        Report {
+            stem: self.stem.clone(),
+            files,
+            dropped_records: self.shared.dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            let _ = self.finish_inner();
+        }
+    }
+}
+
+/// What a finished capture wrote.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The files' stem.
+    pub stem: String,
+    /// Every file, in the sinks' order, complete or not.
+    pub files: Vec<FileStatus>,
+    /// Records lost because the writer fell behind.
+    pub dropped_records: u64,
+}
+
+impl Report {
+    /// True when every file is complete and nothing was dropped.
+    pub fn is_complete(&self) -> bool {
+        self.dropped_records == 0 && self.files.iter().all(|f| f.complete)
+    }
+
+    /// One line per problem, ready for stderr; empty when the capture is complete.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for f in self.files.iter().filter(|f| !f.complete) {
+            out.push(format!(
+                "warning: trace file {} is incomplete: {}",
+                partial_path(&f.path).display(),
+                f.error.as_deref().unwrap_or("unknown error")
+            ));
+        }
+        if self.dropped_records > 0 {
+            out.push(format!(
+                "warning: {} trace records were dropped because the trace writer fell behind",
+                self.dropped_records
+            ));
+        }
+        out
+    }
+}
+
+/// A handle on the capture the calling thread records into, for code that adds
+/// external lanes (Ninja's actions, test executables) to it.
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle").field("capture_id", &self.shared.capture_id).finish()
+    }
+}
+
+/// The capture the calling thread records into, if any.
+///
+/// ```
+/// assert!(trace_core::current().is_none());
+/// ```
+pub fn current() -> Option<Handle> {
+    dispatcher::get_default(|d| d.downcast_ref::<CaptureLayer>().map(|l| Handle { shared: l.shared.clone() }))
+}
+
+impl Handle {
+    /// Now, on the capture's clock (monotonic nanoseconds).
+    pub fn now_ns(&self) -> u64 {
+        self.shared.base_mono_ns + self.shared.rel_now()
+    }
+
+    /// The capture's clock reading for `instant`.
+    pub fn instant_ns(&self, instant: Instant) -> u64 {
+        let base = self.shared.base;
+        if instant >= base {
+            self.shared.base_mono_ns + (instant - base).as_nanos() as u64
+        } else {
+            self.shared.base_mono_ns.saturating_sub((base - instant).as_nanos() as u64)
+        }
+    }
+
+    /// Adds one slice to an external lane.
+    pub fn lane_slice(&self, slice: &LaneSlice<'_>) {
+        let fields =
+            slice.fields.iter().map(|f: &Field<'_>| (f.name.to_string(), OwnedValue::from_value(&f.value)));
+        let _ = self.shared.tx.send(Msg::Lane(OwnedLane {
+            lane: slice.lane.to_string(),
+            track: slice.track,
+            begin_ns: slice.begin_ns,
+            end_ns: slice.end_ns,
+            name: slice.name.to_string(),
+            fields: fields.collect(),
+        }));
+    }
+
+    /// Says what an external lane's source reported, for the summary.
+    pub fn lane_report(&self, report: LaneReport) {
+        let _ = self.shared.tx.send(Msg::LaneReport(report));
+    }
+}
+
+/// Wraps `f` so that it runs with the calling thread's current dispatcher,
+/// wherever it runs: hand the result to `std::thread::spawn`, a scoped thread or
+/// a pool, and its spans land in the same capture, on their own thread's lane.
+///
+/// ```
+/// let task = trace_core::bind(|| 1 + 1);
+/// assert_eq!(std::thread::spawn(task).join().unwrap(), 2);
+/// ```
+pub fn bind<T, F: FnOnce() -> T>(f: F) -> impl FnOnce() -> T {
+    let dispatch = dispatcher::get_default(|d| d.clone());
+    move || dispatcher::with_default(&dispatch, f)
+}
+
+/// Spawns a named thread that records into the calling thread's capture.
+///
+/// ```
+/// let h = trace_core::spawn("fetch", || 42).unwrap();
+/// assert_eq!(h.join().unwrap(), 42);
+/// ```
+pub fn spawn<T, F>(name: impl Into<String>, f: F) -> std::io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    std::thread::Builder::new().name(name.into()).spawn(bind(f))
+}

@@ -1,0 +1,360 @@
+//! The writer thread: turns raw per-thread records into a well-formed event
+//! stream and feeds it to the sinks.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use tracing_core::Metadata;
+
+use crate::event::{
+    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Resources, Site, Start, Tid, Value,
+};
+use crate::layer::{Batch, Kind, RawField, RawValue, Shared};
+use crate::sink::{CheckedWriter, Sink};
+
+/// What travels from the capture's threads to the writer.
+pub(crate) enum Msg {
+    Batch { thread: u32, batch: Batch },
+    Lane(OwnedLane),
+    LaneReport(LaneReport),
+    Finish { end_rel: u64, resources: Resources },
+}
+
+/// An owned field value, kept by the writer while a span lives.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum OwnedValue {
+    I64(i64),
+    U64(u64),
+    F64(f64),
+    Bool(bool),
+    Str(String),
+}
+
+impl OwnedValue {
+    pub(crate) fn from_value(v: &Value<'_>) -> OwnedValue {
+        match *v {
+            Value::I64(v) => OwnedValue::I64(v),
+            Value::U64(v) => OwnedValue::U64(v),
+            Value::F64(v) => OwnedValue::F64(v),
+            Value::Bool(v) => OwnedValue::Bool(v),
+            Value::Str(s) => OwnedValue::Str(s.to_string()),
+        }
+    }
+
+    fn as_value(&self) -> Value<'_> {
+        match self {
+            OwnedValue::I64(v) => Value::I64(*v),
+            OwnedValue::U64(v) => Value::U64(*v),
+            OwnedValue::F64(v) => Value::F64(*v),
+            OwnedValue::Bool(v) => Value::Bool(*v),
+            OwnedValue::Str(s) => Value::Str(s),
+        }
+    }
+}
+
+pub(crate) struct OwnedLane {
+    pub lane: String,
+    pub track: u32,
+    pub begin_ns: u64,
+    pub end_ns: u64,
+    pub name: String,
+    pub fields: Vec<(String, OwnedValue)>,
+}
+
+/// One sink and the file it writes.
+pub(crate) struct SinkFile {
+    pub sink: Box<dyn Sink>,
+    pub out: CheckedWriter<BufWriter<File>>,
+    pub path: PathBuf,
+}
+
+pub(crate) struct StartOwned {
+    pub command: String,
+    pub stem: String,
+    pub pid: u32,
+    pub start_unix_ms: u64,
+    pub startup_us: Option<u64>,
+    pub filter: String,
+}
+
+struct Open {
+    id: u64,
+    begin_ts: u64,
+    meta: &'static Metadata<'static>,
+    recorded: Vec<(&'static str, OwnedValue)>,
+}
+
+struct ThreadState {
+    tid: Tid,
+    stack: Vec<Open>,
+}
+
+fn raw_value<'b>(batch: &'b Batch, v: &RawValue) -> Value<'b> {
+    match *v {
+        RawValue::I64(v) => Value::I64(v),
+        RawValue::U64(v) => Value::U64(v),
+        RawValue::F64(v) => Value::F64(v),
+        RawValue::Bool(v) => Value::Bool(v),
+        RawValue::Str { start, len } => Value::Str(batch.str_of(start, len)),
+    }
+}
+
+fn borrow_fields<'a>(fields: &'a [(&'static str, OwnedValue)]) -> Vec<Field<'a>> {
+    fields.iter().map(|(name, v)| Field { name, value: v.as_value() }).collect()
+}
+
+fn set_field(fields: &mut Vec<(&'static str, OwnedValue)>, name: &'static str, value: OwnedValue) {
+    match fields.iter_mut().find(|(n, _)| *n == name) {
+        Some(slot) => slot.1 = value,
+        None => fields.push((name, value)),
+    }
+}
+
+struct Writer {
+    shared: Arc<Shared>,
+    sinks: Vec<SinkFile>,
+    threads: Vec<Option<ThreadState>>,
+    span_fields: HashMap<u64, Vec<(&'static str, OwnedValue)>>,
+    recycle: Sender<Batch>,
+}
+
+impl Writer {
+    fn emit(&mut self, event: &Event<'_>) {
+        for s in &mut self.sinks {
+            let _ = s.sink.event(event, &mut s.out);
+        }
+    }
+
+    fn abs(&self, rel: u64) -> u64 {
+        self.shared.base_mono_ns + rel
+    }
+
+    fn thread(&mut self, index: u32) -> Tid {
+        let i = index as usize;
+        if self.threads.len() <= i {
+            self.threads.resize_with(i + 1, || None);
+        }
+        if let Some(t) = &self.threads[i] {
+            return t.tid;
+        }
+        let (tid, name) = {
+            let threads = self.shared.threads.lock();
+            let b = &threads[i];
+            (b.tid, b.name.clone())
+        };
+        self.threads[i] = Some(ThreadState { tid, stack: Vec::new() });
+        self.emit(&Event::ThreadName { thread: tid, name: &name });
+        tid
+    }
+
+    fn end_slice(&mut self, tid: Tid, open: Open, ts: u64, unclosed: bool) {
+        let all = self.span_fields.get(&open.id).map(|f| borrow_fields(f)).unwrap_or_default();
+        let recorded = borrow_fields(&open.recorded);
+        let event = Event::SpanEnd {
+            thread: tid,
+            ts,
+            begin_ts: open.begin_ts,
+            site: Site::of(open.meta),
+            fields: &all,
+            recorded: &recorded,
+            unclosed,
+        };
+        for s in &mut self.sinks {
+            let _ = s.sink.event(&event, &mut s.out);
+        }
+    }
+
+    fn batch(&mut self, index: u32, batch: Batch) {
+        let tid = self.thread(index);
+        let i = index as usize;
+        for raw in &batch.raws {
+            let raw_fields: &[RawField] =
+                &batch.values[raw.fields_start as usize..(raw.fields_start + raw.fields_len) as usize];
+            match raw.kind {
+                Kind::NewSpan => {
+                    let owned = raw_fields
+                        .iter()
+                        .map(|f| (f.name, OwnedValue::from_value(&raw_value(&batch, &f.value))))
+                        .collect();
+                    self.span_fields.insert(raw.id, owned);
+                }
+                Kind::Record => {
+                    let entry = self.span_fields.entry(raw.id).or_default();
+                    for f in raw_fields {
+                        set_field(entry, f.name, OwnedValue::from_value(&raw_value(&batch, &f.value)));
+                    }
+                    // A span may be open on any thread; its slices there get the late values too.
+                    for t in self.threads.iter_mut().flatten() {
+                        for open in t.stack.iter_mut().filter(|o| o.id == raw.id) {
+                            for f in raw_fields {
+                                set_field(
+                                    &mut open.recorded,
+                                    f.name,
+                                    OwnedValue::from_value(&raw_value(&batch, &f.value)),
+                                );
+                            }
+                        }
+                    }
+                }
+                Kind::Enter => {
+                    let Some(meta) = raw.meta else { continue };
+                    let ts = self.abs(raw.ts);
+                    let fields = self.span_fields.get(&raw.id).map(|f| borrow_fields(f)).unwrap_or_default();
+                    let event = Event::SpanBegin { thread: tid, ts, site: Site::of(meta), fields: &fields };
+                    for s in &mut self.sinks {
+                        let _ = s.sink.event(&event, &mut s.out);
+                    }
+                    if let Some(t) = self.threads[i].as_mut() {
+                        t.stack.push(Open { id: raw.id, begin_ts: ts, meta, recorded: Vec::new() });
+                    }
+                }
+                Kind::Exit => {
+                    let ts = self.abs(raw.ts);
+                    let Some(t) = self.threads[i].as_mut() else { continue };
+                    // An exit whose enter was dropped matches nothing: skip it. Spans
+                    // above the match lost their exits with a dropped batch: close them here.
+                    let Some(pos) = t.stack.iter().rposition(|o| o.id == raw.id) else { continue };
+                    let above: Vec<Open> = t.stack.drain(pos..).collect();
+                    let mut above = above.into_iter().rev().collect::<Vec<_>>();
+                    let own = above.pop().expect("drain(pos..) holds the match");
+                    for open in above {
+                        self.end_slice(tid, open, ts, true);
+                    }
+                    self.end_slice(tid, own, ts, false);
+                }
+                Kind::Close => {
+                    self.span_fields.remove(&raw.id);
+                }
+                Kind::Event => {
+                    let Some(meta) = raw.meta else { continue };
+                    let fields: Vec<Field<'_>> = raw_fields
+                        .iter()
+                        .map(|f| Field { name: f.name, value: raw_value(&batch, &f.value) })
+                        .collect();
+                    let event = Event::Instant {
+                        thread: tid,
+                        ts: self.abs(raw.ts),
+                        site: Site::of(meta),
+                        fields: &fields,
+                    };
+                    for s in &mut self.sinks {
+                        let _ = s.sink.event(&event, &mut s.out);
+                    }
+                }
+            }
+        }
+        let mut batch = batch;
+        batch.clear();
+        let _ = self.recycle.try_send(batch);
+    }
+
+    fn lane(&mut self, lane: OwnedLane) {
+        let fields: Vec<Field<'_>> =
+            lane.fields.iter().map(|(n, v)| Field { name: n, value: v.as_value() }).collect();
+        self.emit(&Event::Lane(LaneSlice {
+            lane: &lane.lane,
+            track: lane.track,
+            begin_ns: lane.begin_ns,
+            end_ns: lane.end_ns.max(lane.begin_ns),
+            name: &lane.name,
+            fields: &fields,
+        }));
+    }
+
+    fn handle(&mut self, msg: Msg) -> Option<(u64, Resources)> {
+        match msg {
+            Msg::Batch { thread, batch } => self.batch(thread, batch),
+            Msg::Lane(lane) => self.lane(lane),
+            Msg::LaneReport(report) => self.emit(&Event::LaneReport(&report)),
+            Msg::Finish { end_rel, resources } => return Some((end_rel, resources)),
+        }
+        None
+    }
+
+    fn finish(mut self, rx: &Receiver<Msg>, end_rel: u64, resources: Resources) -> Vec<FileStatus> {
+        // Close every thread's buffer, then drain what was sent before the close,
+        // then the buffers' remainders: each thread's records stay in order.
+        let remainders: Vec<(u32, Batch)> = {
+            let threads = self.shared.threads.lock();
+            self.shared.closed.store(true, Ordering::Release);
+            threads
+                .iter()
+                .map(|b| {
+                    let mut local = b.local.lock();
+                    local.closed = true;
+                    (b.index, std::mem::take(&mut local.batch))
+                })
+                .collect()
+        };
+        while let Ok(msg) = rx.try_recv() {
+            let _ = self.handle(msg);
+        }
+        for (index, batch) in remainders {
+            self.batch(index, batch);
+        }
+        let end_ns = self.abs(end_rel);
+        for i in 0..self.threads.len() {
+            let Some(t) = self.threads[i].as_mut() else { continue };
+            let tid = t.tid;
+            let open: Vec<Open> = t.stack.drain(..).rev().collect();
+            for o in open {
+                self.end_slice(tid, o, end_ns, true);
+            }
+        }
+        let dropped = self.shared.dropped.load(Ordering::Relaxed);
+        let mut files: Vec<FileStatus> = Vec::with_capacity(self.sinks.len());
+        for mut s in std::mem::take(&mut self.sinks) {
+            let finish = Finish { end_ns, dropped_records: dropped, files: &files, resources };
+            let _ = s.sink.finish(&finish, &mut s.out);
+            let _ = s.out.flush();
+            let (_file, err) = s.out.into_parts();
+            files.push(FileStatus {
+                sink: s.sink.name().to_string(),
+                path: s.path,
+                complete: err.is_none(),
+                error: err.map(|e| e.to_string()),
+            });
+        }
+        files
+    }
+}
+
+/// The writer thread's body. Returns the fate of each sink's file.
+pub(crate) fn run(
+    shared: Arc<Shared>,
+    rx: Receiver<Msg>,
+    recycle: Sender<Batch>,
+    mut sinks: Vec<SinkFile>,
+    start: StartOwned,
+) -> Vec<FileStatus> {
+    let info = Start {
+        command: &start.command,
+        stem: &start.stem,
+        pid: start.pid,
+        start_unix_ms: start.start_unix_ms,
+        start_ns: shared.base_mono_ns,
+        startup_us: start.startup_us,
+        filter: &start.filter,
+    };
+    for s in &mut sinks {
+        let _ = s.sink.start(&info, &mut s.out);
+    }
+    let mut w = Writer { shared, sinks, threads: Vec::new(), span_fields: HashMap::new(), recycle };
+    let (end_rel, resources) = loop {
+        match rx.recv() {
+            Ok(msg) => {
+                if let Some(end) = w.handle(msg) {
+                    break end;
+                }
+            }
+            // Every sender is gone without a finish: end at the last moment we know.
+            Err(_) => break (w.shared.rel_now(), Resources::default()),
+        }
+    };
+    w.finish(&rx, end_rel, resources)
+}
