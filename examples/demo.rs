@@ -1,1 +1,193 @@
-fn main() {}
+//! A synthetic `build` command with the shape of a real one, captured when
+//! `CABIN_TRACE_DIR` is set.
+//!
+//! ```text
+//! cargo run --release --example demo -- [--spans N] [--threads N] [--fail]
+//! ```
+//!
+//! Phases (info spans): `resolve` (one debug `resolve_package` span per
+//! package, with `requests` and `rounds` fields), `fetch` (`--threads` helper
+//! threads, one debug `download` span per package, with a `bytes` field),
+//! `compile` (one child process, its exit code recorded on the span after it
+//! ends) and `link`. Stdout is the command's own result and is the same with
+//! and without capture.
+
+use std::io::{self, Read, Write};
+use std::process::{Command, ExitCode, Stdio};
+
+use tracing::{debug_span, info, info_span};
+
+struct Args {
+    spans: u64,
+    threads: u64,
+    fail: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args { spans: 200, threads: 2, fail: false };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut number = |name: &str| -> Result<u64, String> {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("{name} takes a whole number, e.g. `{name} 100`"))
+        };
+        match a.as_str() {
+            "--spans" => args.spans = number("--spans")?,
+            "--threads" => args.threads = number("--threads")?.max(1),
+            "--fail" => args.fail = true,
+            other => {
+                return Err(format!("unknown argument `{other}`; expected --spans N, --threads N, --fail"))
+            }
+        }
+    }
+    Ok(args)
+}
+
+/// A little deterministic CPU work, so spans have a width.
+fn work(seed: u64, rounds: u64) -> u64 {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for _ in 0..rounds {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    x
+}
+
+fn resolve(n: u64) -> u64 {
+    let _phase = info_span!("resolve", packages = n).entered();
+    let mut digest = 0u64;
+    for i in 0..n {
+        let _pkg = debug_span!("resolve_package", index = i, requests = 1u64, rounds = i % 3).entered();
+        digest = digest.wrapping_add(work(i, 200 + 100 * (i % 3)));
+    }
+    digest
+}
+
+/// The bytes package `i` "downloads".
+fn bytes_of(i: u64) -> u64 {
+    (i * 37) % 1000 + 1
+}
+
+fn fetch(n: u64, threads: u64) -> u64 {
+    let _phase = info_span!("fetch", threads).entered();
+    let helpers: Vec<_> = (0..threads)
+        .map(|t| {
+            cabin_trace::spawn(format!("fetch-{t}"), move || {
+                let mut total = 0;
+                for i in (t..n).step_by(threads as usize) {
+                    let bytes = bytes_of(i);
+                    let _dl = debug_span!("download", index = i, bytes).entered();
+                    work(i, bytes);
+                    total += bytes;
+                }
+                total
+            })
+        })
+        .collect();
+    helpers.into_iter().map(|h| h.expect("spawn a fetch thread").join().expect("fetch thread")).sum()
+}
+
+fn compile(n: u64) -> Result<u64, String> {
+    let _phase = info_span!("compile").entered();
+    let span = info_span!("run_compiler", units = n, exit_code = tracing::field::Empty);
+    let _g = span.enter();
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the demo's own binary: {e}"))?;
+    let mut child = Command::new(exe)
+        .arg("--child-compile")
+        .arg(n.to_string())
+        .env_remove("CABIN_TRACE_DIR")
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the compiler: {e}"))?;
+    let mut out = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        stdout.read_to_string(&mut out).map_err(|e| format!("reading the compiler's output: {e}"))?;
+    }
+    let status = child.wait().map_err(|e| format!("waiting for the compiler: {e}"))?;
+    span.record("exit_code", status.code().unwrap_or(-1));
+    if !status.success() {
+        return Err(format!("the compiler failed: {status}"));
+    }
+    out.trim().parse().map_err(|_| format!("the compiler printed `{}`, expected a number", out.trim()))
+}
+
+fn link(units: u64, fail: bool) -> Result<(), String> {
+    let _phase = info_span!("link").entered();
+    if fail {
+        return Err(format!("link failed: undefined reference in unit {}", units / 2));
+    }
+    info!(units, "linked");
+    Ok(())
+}
+
+/// The command itself: its result is what it prints on stdout.
+fn build(args: &Args) -> Result<String, String> {
+    let digest = resolve(args.spans);
+    let bytes = fetch(args.spans, args.threads);
+    let objects = compile(args.spans)?;
+    link(objects, args.fail)?;
+    Ok(format!(
+        "resolved {} packages (digest {digest:016x})\nfetched {bytes} bytes on {} threads\ncompiled {objects} units\nlinked\n",
+        args.spans, args.threads
+    ))
+}
+
+fn main() -> ExitCode {
+    let mut argv = std::env::args().skip(1);
+    if argv.next().as_deref() == Some("--child-compile") {
+        // The child: a stand-in compiler that does some work and prints its count.
+        let n: u64 = argv.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let units = (0..n).filter(|i| work(*i, 50) % 2 == 0).count() + 1;
+        println!("{units}");
+        return ExitCode::SUCCESS;
+    }
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let capture = match cabin_trace::Capture::from_env(cabin_trace::CABIN_PREFIX) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if !capture.is_enabled() {
+        eprintln!("demo: capture is off; set CABIN_TRACE_DIR=<dir> to write a trace of this run");
+    }
+    let (result, report) = match capture.run_with_report("build", || build(&args)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(report) = report {
+        for f in &report.files {
+            if f.complete {
+                eprintln!("demo: wrote {}", f.path.display());
+            }
+        }
+        if let Some(summary) = report.files.iter().find(|f| f.complete && f.sink == "summary") {
+            if let Ok(t) = cabin_trace::Timings::from_path(&summary.path) {
+                eprint!("{}", t.table(8));
+            }
+        }
+    }
+    match result {
+        Ok(out) => {
+            // The command's own output; a closed stdout is not the capture's business.
+            let _ = io::stdout().write_all(out.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

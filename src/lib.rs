@@ -1,1 +1,197 @@
-//! Placeholder.
+//! cabin-trace: capture a performance trace of one invocation of a command-line
+//! tool, switched on by an environment variable and free when off.
+//!
+//! A tool wraps each command in [`run`] (or [`Capture::run`] under its own
+//! prefix). With `CABIN_TRACE_DIR=<dir>` set, the command's `tracing` spans and
+//! events are written to `<dir>/<stem>.trace.json` (Chrome JSON),
+//! `<dir>/<stem>.pftrace` (Perfetto) and `<dir>/<stem>.timings.json` (the
+//! summary); unset, the command runs as if this crate were not there.
+//!
+//! # The map of the workspace
+//!
+//! | crate | what it holds |
+//! | --- | --- |
+//! | [`trace_core`] | configuration, scoping, the hot path, the event model, the [`Sink`] trait, the writer thread, files |
+//! | [`trace_sink_chrome`] | the Chrome trace-event JSON sink |
+//! | [`trace_summary`] | the `timings.json` summary: model, aggregation, reader |
+//!
+//! This crate only composes them: it reads the environment, picks the sinks,
+//! wraps the command, prints warnings, and re-exports what a tool needs.
+//!
+//! # Example
+//!
+//! ```
+//! fn build() -> Result<(), String> {
+//!     let _phase = tracing::info_span!("compile").entered();
+//!     Ok(())
+//! }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     match cabin_trace::run("build", build) {
+//!         Err(config_error) => {
+//!             eprintln!("error: {config_error}");
+//!             std::process::ExitCode::from(2)
+//!         }
+//!         Ok(Err(command_error)) => {
+//!             eprintln!("error: {command_error}");
+//!             std::process::ExitCode::FAILURE
+//!         }
+//!         Ok(Ok(())) => std::process::ExitCode::SUCCESS,
+//!     }
+//! }
+//! # main();
+//! ```
+//!
+//! # Environment
+//!
+//! | variable | meaning |
+//! | --- | --- |
+//! | `CABIN_TRACE_DIR` | turns capture on; the directory is created if missing |
+//! | `CABIN_TRACE_FILTER` | `Targets` directives, e.g. `info,cabin_resolver=debug`; default `info` |
+//! | `CABIN_TRACE_FORMAT` | comma list of `chrome`, `perfetto`; default both. The summary is always written |
+//!
+//! Another tool uses its own prefix: `Capture::from_env("KACHE")` reads
+//! `KACHE_TRACE_DIR` and so on. Every value is checked before the command runs;
+//! a bad one is an error naming the variable, and no file is created.
+//!
+//! # Threads and logging
+//!
+//! The capture is the thread's default dispatcher only while the command runs
+//! (never a global default). Threads the command starts join the capture through
+//! [`spawn`] or [`bind`]. A tool's own logging layer, given to
+//! [`Capture::with_layer`], keeps working during a capture (and runs alone when
+//! capture is off).
+//!
+//! # What it does not do
+//!
+//! It installs no global subscriber, no signal handler and no panic hook, and it
+//! never changes the command's result, output or exit status.
+
+#![deny(missing_docs)]
+
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::{Layer, Registry};
+
+pub use trace_core::{
+    bind, current, spawn, Config, ConfigError, ErrorKind, FileStatus, Handle, Report, Session, Sink,
+};
+pub use trace_summary::Timings;
+
+/// The prefix `cabin` uses.
+pub const CABIN_PREFIX: &str = "CABIN";
+
+/// The trace formats a capture can write, in `<P>_TRACE_FORMAT` spelling.
+pub const FORMATS: &[&str] = &[trace_sink_chrome::NAME];
+
+type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
+
+/// A configured capture: on (with a checked configuration) or off.
+pub struct Capture {
+    config: Option<Config>,
+    layer: Option<BoxedLayer>,
+}
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture").field("config", &self.config).field("layer", &self.layer.is_some()).finish()
+    }
+}
+
+impl Capture {
+    /// Reads `<prefix>_TRACE_DIR`, `<prefix>_TRACE_FILTER` and
+    /// `<prefix>_TRACE_FORMAT`; capture is off when the directory is unset.
+    ///
+    /// ```
+    /// let capture = cabin_trace::Capture::from_env("DOCTEST_NOT_SET").unwrap();
+    /// assert!(!capture.is_enabled());
+    /// ```
+    pub fn from_env(prefix: &str) -> Result<Capture, ConfigError> {
+        Ok(Capture { config: Config::from_env(prefix, FORMATS)?, layer: None })
+    }
+
+    /// A capture from a configuration built elsewhere (`None`: off).
+    pub fn from_config(config: Option<Config>) -> Capture {
+        Capture { config, layer: None }
+    }
+
+    /// Whether running a command will capture it.
+    pub fn is_enabled(&self) -> bool {
+        self.config.is_some()
+    }
+
+    /// The configuration, when capture is on.
+    pub fn config(&self) -> Option<&Config> {
+        self.config.as_ref()
+    }
+
+    /// Composes the tool's own layer (its log output, for example) with the
+    /// capture. With capture off, the command runs under that layer alone.
+    pub fn with_layer<L>(mut self, layer: L) -> Capture
+    where
+        L: Layer<Registry> + Send + Sync + 'static,
+    {
+        self.layer = Some(Box::new(layer));
+        self
+    }
+
+    fn sinks(config: &Config) -> Vec<Box<dyn Sink>> {
+        let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+        if config.wants(trace_sink_chrome::NAME) {
+            sinks.push(Box::new(trace_sink_chrome::ChromeSink::new()));
+        }
+        // The summary goes last: it reports whether the others' files are complete.
+        sinks.push(Box::new(trace_summary::SummarySink::new()));
+        sinks
+    }
+
+    /// Runs `command` under capture and returns its result.
+    ///
+    /// Fails only before the command runs, when the directory cannot be used.
+    /// Problems while writing are printed on stderr as one-line warnings; they
+    /// never change the result.
+    pub fn run<T>(self, command: &str, f: impl FnOnce() -> T) -> Result<T, ConfigError> {
+        self.run_with_report(command, f).map(|(value, _)| value)
+    }
+
+    /// Like [`Capture::run`], also returning what the capture wrote (`None` when off).
+    pub fn run_with_report<T>(
+        self,
+        command: &str,
+        f: impl FnOnce() -> T,
+    ) -> Result<(T, Option<Report>), ConfigError> {
+        let Capture { config, layer } = self;
+        let Some(config) = config else {
+            let value = match layer {
+                // The tool's logging still runs when capture is off.
+                Some(layer) => {
+                    let dispatch = tracing::Dispatch::new(Registry::default().with(layer));
+                    tracing::dispatcher::with_default(&dispatch, f)
+                }
+                None => f(),
+            };
+            return Ok((value, None));
+        };
+        let sinks = Self::sinks(&config);
+        let session = match layer {
+            Some(layer) => Session::start_with_layer(&config, command, sinks, layer)?,
+            None => Session::start(&config, command, sinks)?,
+        };
+        let value = session.in_scope(|| {
+            let _root = tracing::info_span!(target: "cabin_trace", "command", command).entered();
+            f()
+        });
+        let report = session.finish();
+        for warning in report.warnings() {
+            eprintln!("{warning}");
+        }
+        Ok((value, Some(report)))
+    }
+}
+
+/// Runs `command` under capture configured by `CABIN_TRACE_*`.
+///
+/// `Err` is a refused configuration: print it and exit non-zero; the command
+/// did not run. `Ok` holds the command's own result, unchanged.
+pub fn run<T>(command: &str, f: impl FnOnce() -> T) -> Result<T, ConfigError> {
+    Capture::from_env(CABIN_PREFIX)?.run(command, f)
+}

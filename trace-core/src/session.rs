@@ -118,6 +118,7 @@ impl Session {
                         sink,
                         out: CheckedWriter::new(BufWriter::with_capacity(64 * 1024, file)),
                         path,
+                        error: None,
                     });
                     partials.push(partial);
                 }

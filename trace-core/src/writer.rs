@@ -71,6 +71,26 @@ pub(crate) struct SinkFile {
     pub sink: Box<dyn Sink>,
     pub out: CheckedWriter<BufWriter<File>>,
     pub path: PathBuf,
+    /// The first error the sink itself returned (its file is then incomplete).
+    pub error: Option<std::io::Error>,
+}
+
+impl SinkFile {
+    fn keep(&mut self, r: std::io::Result<()>) {
+        if let Err(e) = r {
+            self.error.get_or_insert(e);
+        }
+    }
+}
+
+/// Gives `event` to every sink that has not failed yet.
+fn feed(sinks: &mut [SinkFile], event: &Event<'_>) {
+    for s in sinks {
+        if s.error.is_none() {
+            let r = s.sink.event(event, &mut s.out);
+            s.keep(r);
+        }
+    }
 }
 
 pub(crate) struct StartOwned {
@@ -125,9 +145,7 @@ struct Writer {
 
 impl Writer {
     fn emit(&mut self, event: &Event<'_>) {
-        for s in &mut self.sinks {
-            let _ = s.sink.event(event, &mut s.out);
-        }
+        feed(&mut self.sinks, event);
     }
 
     fn abs(&self, rel: u64) -> u64 {
@@ -164,9 +182,7 @@ impl Writer {
             recorded: &recorded,
             unclosed,
         };
-        for s in &mut self.sinks {
-            let _ = s.sink.event(&event, &mut s.out);
-        }
+        feed(&mut self.sinks, &event);
     }
 
     fn batch(&mut self, index: u32, batch: Batch) {
@@ -206,9 +222,7 @@ impl Writer {
                     let ts = self.abs(raw.ts);
                     let fields = self.span_fields.get(&raw.id).map(|f| borrow_fields(f)).unwrap_or_default();
                     let event = Event::SpanBegin { thread: tid, ts, site: Site::of(meta), fields: &fields };
-                    for s in &mut self.sinks {
-                        let _ = s.sink.event(&event, &mut s.out);
-                    }
+                    feed(&mut self.sinks, &event);
                     if let Some(t) = self.threads[i].as_mut() {
                         t.stack.push(Open { id: raw.id, begin_ts: ts, meta, recorded: Vec::new() });
                     }
@@ -242,9 +256,7 @@ impl Writer {
                         site: Site::of(meta),
                         fields: &fields,
                     };
-                    for s in &mut self.sinks {
-                        let _ = s.sink.event(&event, &mut s.out);
-                    }
+                    feed(&mut self.sinks, &event);
                 }
             }
         }
@@ -310,9 +322,13 @@ impl Writer {
         let mut files: Vec<FileStatus> = Vec::with_capacity(self.sinks.len());
         for mut s in std::mem::take(&mut self.sinks) {
             let finish = Finish { end_ns, dropped_records: dropped, files: &files, resources };
-            let _ = s.sink.finish(&finish, &mut s.out);
+            if s.error.is_none() {
+                let r = s.sink.finish(&finish, &mut s.out);
+                s.keep(r);
+            }
             let _ = s.out.flush();
-            let (_file, err) = s.out.into_parts();
+            let (_file, out_err) = s.out.into_parts();
+            let err = out_err.or(s.error);
             files.push(FileStatus {
                 sink: s.sink.name().to_string(),
                 path: s.path,
@@ -342,7 +358,8 @@ pub(crate) fn run(
         filter: &start.filter,
     };
     for s in &mut sinks {
-        let _ = s.sink.start(&info, &mut s.out);
+        let r = s.sink.start(&info, &mut s.out);
+        s.keep(r);
     }
     let mut w = Writer { shared, sinks, threads: Vec::new(), span_fields: HashMap::new(), recycle };
     let (end_rel, resources) = loop {

@@ -1,0 +1,148 @@
+//! The model of `<stem>.timings.json`, format 1, field by field.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The whole report. Every duration is in microseconds and every size in KiB,
+/// as the field names say.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// The format's version: 1.
+    pub format_version: u32,
+    /// The command that was captured, e.g. `build`.
+    pub command: String,
+    /// The files' stem, `<command>-<unix-ms>-<pid>-<seq>`.
+    pub stem: String,
+    /// The tool's process id.
+    pub pid: u32,
+    /// Start of the capture, in milliseconds since the Unix epoch (wall clock).
+    pub start_unix_ms: u64,
+    /// Wall time of the command: from the capture's start to its end, on the
+    /// monotonic clock, in microseconds. The capture's root covers the command's
+    /// whole run, so this is the root span's wall time.
+    pub wall_us: u64,
+    /// Time from the process's start to the capture's start, in microseconds;
+    /// `null` where the operating system does not tell it.
+    pub startup_us: Option<u64>,
+    /// The resolution of `startup_us`, in microseconds (Linux counts process
+    /// start in clock ticks, usually 10 ms).
+    pub startup_resolution_us: u64,
+    /// The `<P>_TRACE_FILTER` in force.
+    pub filter: String,
+    /// True when every trace file was written whole and nothing was dropped.
+    pub trace_complete: bool,
+    /// The trace files of this capture (not this summary itself).
+    pub files: Vec<TraceFile>,
+    /// Records lost because the writer fell behind; 0 when none.
+    pub dropped_records: u64,
+    /// Per span name and target, sorted by `total_us`, largest first.
+    pub spans: Vec<SpanTotals>,
+    /// How many `tracing` events (instants) were recorded.
+    pub events: u64,
+    /// CPU time and peak memory, stating whose.
+    pub resources: Resources,
+    /// The Ninja actions of the run.
+    pub ninja: Ninja,
+    /// Other external lanes (such as `tests`), by lane name.
+    pub lanes: BTreeMap<String, Lane>,
+}
+
+/// One trace file of the capture.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceFile {
+    /// The sink that wrote it: `chrome` or `perfetto`.
+    pub format: String,
+    /// Its file name, in the capture directory. While incomplete, the file on
+    /// disk is this name with `.partial` appended.
+    pub file: String,
+    /// True when every byte was written.
+    pub complete: bool,
+    /// The first write error, when incomplete.
+    pub error: Option<String>,
+}
+
+/// Totals of one span name (and target).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpanTotals {
+    /// The span's name.
+    pub name: String,
+    /// Its target (by default the module path).
+    pub target: String,
+    /// How many times a span of this name was entered and exited (each a slice
+    /// in the trace).
+    pub count: u64,
+    /// The sum of the slices' inclusive lifetimes, in microseconds: summed over
+    /// threads and nesting, so it is not elapsed time and may exceed `wall_us`.
+    pub total_inclusive_us: u64,
+    /// How many of the slices were still open when the capture ended (closed at
+    /// its end) or lost their end with dropped records.
+    pub unclosed: u64,
+    /// The sum of each integer field over the slices, by field name (work
+    /// counters: requests, rounds, cache hits).
+    pub field_sums: BTreeMap<String, i128>,
+}
+
+/// CPU and memory from `getrusage`. CPU times cover the capture; peaks are the
+/// process's so far and are never summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resources {
+    /// User CPU of the tool's own process during the capture.
+    pub self_user_us: u64,
+    /// System CPU of the tool's own process during the capture.
+    pub self_system_us: u64,
+    /// Peak resident set of the tool's own process.
+    pub self_max_rss_kib: u64,
+    /// User CPU of the child processes waited for during the capture, summed.
+    pub children_user_us: u64,
+    /// System CPU of the child processes waited for during the capture, summed.
+    pub children_system_us: u64,
+    /// Peak resident set of the largest child process waited for (not a sum).
+    pub largest_child_max_rss_kib: u64,
+}
+
+/// What the capture knows of Ninja's actions in this run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ninja {
+    /// `not_run`, `available` or `unavailable`.
+    pub status: String,
+    /// How many actions the run's log delta holds (`available` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actions: Option<u64>,
+    /// Why the actions are unavailable (`unavailable` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// How far the actions' placement may be off: the time from spawning Ninja
+    /// to its first action, which Ninja spends loading the manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alignment_uncertainty_us: Option<u64>,
+    /// Notes, e.g. that a failed action is absent from the log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Ninja {
+    /// The value for a command that ran no Ninja.
+    pub fn not_run() -> Ninja {
+        Ninja {
+            status: crate::format::NINJA_NOT_RUN.to_string(),
+            actions: None,
+            reason: None,
+            alignment_uncertainty_us: None,
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// What an external lane (other than Ninja) holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lane {
+    /// How many slices (e.g. test executables) it holds.
+    pub slices: u64,
+    /// Why it is incomplete or unavailable, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    /// Notes from its source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}

@@ -1,0 +1,188 @@
+//! Aggregation on the writer thread: the summary is a sink like the others.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, Write};
+
+use trace_core::{Event, Finish, Sink, Start};
+
+use crate::format::{FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_UNAVAILABLE, SUFFIX};
+use crate::model::{Lane, Ninja, Resources, SpanTotals, Timings, TraceFile};
+
+#[derive(Default)]
+struct Acc {
+    count: u64,
+    total_ns: u64,
+    unclosed: u64,
+    field_sums: BTreeMap<String, i128>,
+}
+
+/// The sink that writes `<stem>.timings.json`. Give it to the capture after the
+/// trace sinks, so it can say whether their files are complete.
+#[derive(Default)]
+pub struct SummarySink {
+    command: String,
+    stem: String,
+    pid: u32,
+    start_unix_ms: u64,
+    start_ns: u64,
+    startup_us: Option<u64>,
+    filter: String,
+    spans: HashMap<(String, String), Acc>,
+    events: u64,
+    ninja: Option<Ninja>,
+    lanes: BTreeMap<String, Lane>,
+}
+
+impl std::fmt::Debug for SummarySink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SummarySink").field("stem", &self.stem).finish_non_exhaustive()
+    }
+}
+
+impl SummarySink {
+    /// A new summary sink.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn ninja_report(&mut self, report: &trace_core::LaneReport) {
+        let uncertainty_us = report.alignment_uncertainty_ns / 1000;
+        let n = self.ninja.get_or_insert_with(|| Ninja {
+            status: NINJA_AVAILABLE.to_string(),
+            actions: Some(0),
+            ..Ninja::not_run()
+        });
+        n.notes.extend(report.notes.iter().cloned());
+        match &report.unavailable {
+            Some(reason) => {
+                // One unreadable run makes the capture's count unknown.
+                n.status = NINJA_UNAVAILABLE.to_string();
+                n.actions = None;
+                n.reason = Some(match n.reason.take() {
+                    Some(before) => format!("{before}; {reason}"),
+                    None => reason.clone(),
+                });
+            }
+            None => {
+                if let Some(a) = n.actions.as_mut() {
+                    *a += report.slices;
+                }
+            }
+        }
+        n.alignment_uncertainty_us = Some(n.alignment_uncertainty_us.unwrap_or(0).max(uncertainty_us));
+    }
+}
+
+impl Sink for SummarySink {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn suffix(&self) -> &'static str {
+        SUFFIX
+    }
+
+    fn start(&mut self, start: &Start<'_>, _out: &mut dyn Write) -> io::Result<()> {
+        self.command = start.command.to_string();
+        self.stem = start.stem.to_string();
+        self.pid = start.pid;
+        self.start_unix_ms = start.start_unix_ms;
+        self.start_ns = start.start_ns;
+        self.startup_us = start.startup_us;
+        self.filter = start.filter.to_string();
+        Ok(())
+    }
+
+    fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
+        match *event {
+            Event::SpanEnd { ts, begin_ts, site, fields, unclosed, .. } => {
+                // Look up before allocating the key: most ends hit an existing entry.
+                let key = (site.name.to_string(), site.target.to_string());
+                let acc = self.spans.entry(key).or_default();
+                acc.count += 1;
+                acc.total_ns += ts.saturating_sub(begin_ts);
+                acc.unclosed += u64::from(unclosed);
+                for f in fields {
+                    if let Some(v) = f.value.as_integer() {
+                        let sum = acc.field_sums.entry(f.name.to_string()).or_insert(0);
+                        *sum = sum.saturating_add(v);
+                    }
+                }
+            }
+            Event::Instant { .. } => self.events += 1,
+            Event::LaneReport(report) if report.lane == "ninja" => self.ninja_report(report),
+            Event::LaneReport(report) => {
+                let lane = self.lanes.entry(report.lane.clone()).or_insert(Lane {
+                    slices: 0,
+                    unavailable: None,
+                    notes: Vec::new(),
+                });
+                lane.slices += report.slices;
+                if report.unavailable.is_some() {
+                    lane.unavailable = report.unavailable.clone();
+                }
+                lane.notes.extend(report.notes.iter().cloned());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
+        let files: Vec<TraceFile> = end
+            .files
+            .iter()
+            .map(|f| TraceFile {
+                format: f.sink.clone(),
+                file: f.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                complete: f.complete,
+                error: f.error.clone(),
+            })
+            .collect();
+        let mut spans: Vec<SpanTotals> = std::mem::take(&mut self.spans)
+            .into_iter()
+            .map(|((name, target), a)| SpanTotals {
+                name,
+                target,
+                count: a.count,
+                total_inclusive_us: a.total_ns / 1000,
+                unclosed: a.unclosed,
+                field_sums: a.field_sums,
+            })
+            .collect();
+        spans.sort_by(|a, b| {
+            b.total_inclusive_us
+                .cmp(&a.total_inclusive_us)
+                .then_with(|| (&a.name, &a.target).cmp(&(&b.name, &b.target)))
+        });
+        let r = end.resources;
+        let timings = Timings {
+            format_version: FORMAT_VERSION,
+            command: self.command.clone(),
+            stem: self.stem.clone(),
+            pid: self.pid,
+            start_unix_ms: self.start_unix_ms,
+            wall_us: end.end_ns.saturating_sub(self.start_ns) / 1000,
+            startup_us: self.startup_us,
+            startup_resolution_us: trace_core::os::startup_resolution_us(),
+            filter: self.filter.clone(),
+            trace_complete: end.dropped_records == 0 && files.iter().all(|f| f.complete),
+            files,
+            dropped_records: end.dropped_records,
+            spans,
+            events: self.events,
+            resources: Resources {
+                self_user_us: r.self_user_us,
+                self_system_us: r.self_system_us,
+                self_max_rss_kib: r.self_max_rss_kib,
+                children_user_us: r.children_user_us,
+                children_system_us: r.children_system_us,
+                largest_child_max_rss_kib: r.children_max_rss_kib,
+            },
+            ninja: self.ninja.take().unwrap_or_else(Ninja::not_run),
+            lanes: std::mem::take(&mut self.lanes),
+        };
+        serde_json::to_writer_pretty(&mut *out, &timings).map_err(io::Error::other)?;
+        out.write_all(b"\n")
+    }
+}
