@@ -1,1 +1,8 @@
-mod placeholder {}
+//! Integration tests of the façade: the demo as a real child process, and
+//! in-process captures through the public API.
+
+mod chrome_output;
+mod demo_process;
+mod in_process;
+mod support;
+mod summary;

@@ -172,6 +172,15 @@ fn parse_filter(text: &str) -> Result<Targets, String> {
     if text.trim().is_empty() {
         return Err("is empty".to_string());
     }
+    // `Targets` reads `=` as a directive for the empty target at an empty
+    // level and keeps nothing; no one writes that on purpose.
+    for directive in text.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        if let Some((target, level)) = directive.split_once('=') {
+            if target.trim().is_empty() || level.trim().is_empty() {
+                return Err(format!("has a directive `{directive}` with an empty target or level"));
+            }
+        }
+    }
     Targets::from_str(text).map_err(|e| format!("does not parse ({e})"))
 }
 
@@ -278,6 +287,31 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.starts_with("KACHE_TRACE_FILTER=`info,=[`"), "{msg}");
         assert!(msg.contains("expected target=level directives"), "{msg}");
+    }
+
+    #[test]
+    fn a_directive_with_an_empty_side_is_refused() {
+        for bad in ["=", "info,=debug", "cabin=", "info, = "] {
+            let e = Config::from_lookup(
+                "CABIN",
+                &["chrome"],
+                lookup(&[("CABIN_TRACE_DIR", "d"), ("CABIN_TRACE_FILTER", bad)]),
+            )
+            .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Filter, "{bad}");
+        }
+    }
+
+    #[test]
+    fn ordinary_directives_are_accepted() {
+        for good in ["info", "debug", "info,cabin_resolver=debug", "cabin", "warn,cabin::build=trace", "off"] {
+            let c = Config::from_lookup(
+                "CABIN",
+                &["chrome"],
+                lookup(&[("CABIN_TRACE_DIR", "d"), ("CABIN_TRACE_FILTER", good)]),
+            );
+            assert!(c.is_ok(), "{good}: {:?}", c.err());
+        }
     }
 
     #[test]

@@ -1,0 +1,134 @@
+//! The summary as a sink of real captures, and its reader.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use trace_core::{Config, Event, Finish, Session, Sink};
+use trace_summary::{ReadError, SummarySink, Timings};
+
+fn config(dir: &Path) -> Config {
+    Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.into())).unwrap().unwrap()
+}
+
+/// A trace sink whose writes start failing after `ok_events` events, as a full
+/// disk would make them.
+struct FailsMidRun {
+    ok_events: usize,
+    seen: usize,
+}
+
+impl Sink for FailsMidRun {
+    fn name(&self) -> &'static str {
+        "flaky"
+    }
+    fn suffix(&self) -> &'static str {
+        "flaky.txt"
+    }
+    fn event(&mut self, _: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
+        self.seen += 1;
+        if self.seen > self.ok_events {
+            return Err(io::Error::other("no space left on the test's device"));
+        }
+        writeln!(out, "event {}", self.seen)
+    }
+    fn finish(&mut self, _: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "end")
+    }
+}
+
+#[test]
+fn with_a_trace_sink_failing_mid_run_the_summary_is_written_and_names_the_incomplete_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let sinks: Vec<Box<dyn Sink>> =
+        vec![Box::new(FailsMidRun { ok_events: 5, seen: 0 }), Box::new(SummarySink::new())];
+    let session = Session::start(&config(dir.path()), "flaky", sinks).unwrap();
+    session.in_scope(|| {
+        for i in 0..20u64 {
+            tracing::info_span!("step", i).in_scope(|| ());
+        }
+    });
+    let report = session.finish();
+    assert!(!report.files[0].complete);
+    assert!(report.files[1].complete, "the summary itself is complete");
+    let partial = dir.path().join(format!("{}.flaky.txt.partial", report.stem));
+    assert!(partial.exists(), "the failed file stays .partial");
+    assert!(!dir.path().join(format!("{}.flaky.txt", report.stem)).exists());
+    assert!(report.warnings()[0].contains(&partial.display().to_string()), "{:?}", report.warnings());
+
+    let t = Timings::from_path(&report.files[1].path).unwrap();
+    assert!(!t.trace_complete);
+    assert_eq!(t.files.len(), 1);
+    assert_eq!(t.files[0].file, format!("{}.flaky.txt", report.stem));
+    assert!(!t.files[0].complete);
+    assert!(t.files[0].error.as_deref().unwrap().contains("no space left"));
+    // The summary still counts every span: it does not depend on the trace file.
+    let step = t.spans.iter().find(|s| s.name == "step").unwrap();
+    assert_eq!((step.count, step.field_sums["i"]), (20, 190));
+}
+
+fn write_with_version(dir: &Path, version: &str) -> std::path::PathBuf {
+    let sinks: Vec<Box<dyn Sink>> = vec![Box::new(SummarySink::new())];
+    let report = Session::start(&config(dir), "v", sinks).unwrap().finish();
+    let path = &report.files[0].path;
+    let text = std::fs::read_to_string(path).unwrap();
+    let changed = text.replacen("\"format_version\": 1", &format!("\"format_version\": {version}"), 1);
+    let out = dir.join(format!("v{version}.timings.json"));
+    std::fs::write(&out, changed).unwrap();
+    out
+}
+
+#[test]
+fn reading_format_version_2_fails_naming_the_file_and_both_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_with_version(dir.path(), "2");
+    let err = Timings::from_path(&path).unwrap_err();
+    assert!(matches!(err, ReadError::Version { found: Some(2), expected: 1, .. }));
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("format_version 2") && msg.contains("format_version 1"), "{msg}");
+}
+
+#[test]
+fn a_missing_or_non_numeric_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Timings::from_path(write_with_version(dir.path(), "\"one\"")).unwrap_err();
+    assert!(matches!(err, ReadError::Version { found: None, .. }), "{err}");
+}
+
+#[test]
+fn unknown_fields_are_ignored_by_the_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_with_version(dir.path(), "1, \"from_the_future\": {\"x\": 1}");
+    let t = Timings::from_path(&path).unwrap();
+    assert_eq!(t.format_version, 1);
+}
+
+#[test]
+fn a_file_that_is_not_json_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.timings.json");
+    std::fs::write(&path, b"[1, 2").unwrap();
+    let err = Timings::from_path(&path).unwrap_err();
+    assert!(matches!(err, ReadError::Parse { .. }));
+    assert!(err.to_string().starts_with(&path.display().to_string()));
+    let missing = Timings::from_path(dir.path().join("missing.json")).unwrap_err();
+    assert!(matches!(missing, ReadError::Io { .. }));
+}
+
+#[test]
+fn the_table_lists_the_top_spans_by_total_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let sinks: Vec<Box<dyn Sink>> = vec![Box::new(SummarySink::new())];
+    let session = Session::start(&config(dir.path()), "t", sinks).unwrap();
+    session.in_scope(|| {
+        tracing::info_span!("slow").in_scope(|| std::thread::sleep(std::time::Duration::from_millis(5)));
+        tracing::info_span!("fast", hits = 2u64).in_scope(|| ());
+    });
+    let report = session.finish();
+    let table = Timings::from_path(&report.files[0].path).unwrap().table(10);
+    let slow = table.find("slow (").unwrap();
+    let fast = table.find("fast (").unwrap();
+    assert!(slow < fast, "largest first:\n{table}");
+    assert!(table.contains("hits=2"), "{table}");
+    assert!(table.contains("ninja: not_run"), "{table}");
+}
