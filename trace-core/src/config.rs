@@ -304,7 +304,8 @@ mod tests {
 
     #[test]
     fn ordinary_directives_are_accepted() {
-        for good in ["info", "debug", "info,cabin_resolver=debug", "cabin", "warn,cabin::build=trace", "off"] {
+        for good in ["info", "debug", "info,cabin_resolver=debug", "cabin", "warn,cabin::build=trace", "off"]
+        {
             let c = Config::from_lookup(
                 "CABIN",
                 &["chrome"],

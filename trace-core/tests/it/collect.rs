@@ -1,0 +1,94 @@
+//! A sink that keeps what it is given, for assertions.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use trace_core::{Config, Event, Finish, Session, Sink, Value};
+
+/// What the collecting sink saw.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// (tid, name, fields as text)
+    pub begins: Vec<(u64, String, String)>,
+    /// (tid, name, recorded fields as text, unclosed)
+    pub ends: Vec<(u64, String, String, bool)>,
+    pub instants: u64,
+    pub threads: Vec<(u64, String)>,
+    pub order: Vec<String>,
+    pub dropped: u64,
+    pub finished: bool,
+}
+
+pub type Collected = Arc<Mutex<Seen>>;
+
+pub struct Collect(pub Collected);
+
+fn text(fields: &[trace_core::Field<'_>]) -> String {
+    fields
+        .iter()
+        .map(|f| {
+            let v = match f.value {
+                Value::I64(v) => v.to_string(),
+                Value::U64(v) => format!("{v}u"),
+                Value::F64(v) => format!("{v}f"),
+                Value::Bool(v) => v.to_string(),
+                Value::Str(s) => format!("{s:?}"),
+            };
+            format!("{}={v}", f.name)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Sink for Collect {
+    fn name(&self) -> &'static str {
+        "collect"
+    }
+    fn suffix(&self) -> &'static str {
+        "collect.txt"
+    }
+    fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
+        let mut s = self.0.lock();
+        match *event {
+            Event::ThreadName { thread, name } => s.threads.push((thread, name.to_string())),
+            Event::SpanBegin { thread, site, fields, .. } => {
+                if s.order.len() < 10_000 {
+                    s.order.push(format!("B {}", site.name));
+                }
+                s.begins.push((thread, site.name.to_string(), text(fields)))
+            }
+            Event::SpanEnd { thread, site, recorded, unclosed, .. } => {
+                if s.order.len() < 10_000 {
+                    s.order.push(format!("E {}", site.name));
+                }
+                s.ends.push((thread, site.name.to_string(), text(recorded), unclosed))
+            }
+            Event::Instant { .. } => s.instants += 1,
+            _ => {}
+        }
+        Ok(())
+    }
+    fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
+        let mut s = self.0.lock();
+        s.dropped = end.dropped_records;
+        s.finished = true;
+        writeln!(out, "done")
+    }
+}
+
+/// A session into a fresh temporary directory with the collecting sink, at
+/// `trace` level.
+pub fn session(command: &str) -> (Session, Collected) {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let config = Config::from_lookup("T", &[], |n| match n {
+        "T_TRACE_DIR" => Some(dir.clone().into()),
+        "T_TRACE_FILTER" => Some("trace".into()),
+        _ => None,
+    })
+    .unwrap()
+    .unwrap();
+    let collected = Collected::default();
+    let session = Session::start(&config, command, vec![Box::new(Collect(collected.clone()))]).unwrap();
+    (session, collected)
+}

@@ -1,0 +1,69 @@
+//! Threads that produce far faster than a slow sink writes: nothing blocks,
+//! and every record is either delivered or counted as dropped.
+
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use trace_core::{Config, Event, Finish, Session, Sink};
+
+/// Sleeps on every thousandth event, far slower than the producers.
+struct Slow {
+    delivered: Arc<AtomicU64>,
+    n: u64,
+}
+
+impl Sink for Slow {
+    fn name(&self) -> &'static str {
+        "slow"
+    }
+    fn suffix(&self) -> &'static str {
+        "slow.txt"
+    }
+    fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
+        if let Event::Instant { .. } = event {
+            self.delivered.fetch_add(1, Ordering::Relaxed);
+        }
+        self.n += 1;
+        if self.n % 1000 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Ok(())
+    }
+    fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "dropped {}", end.dropped_records)
+    }
+}
+
+#[test]
+fn a_flood_drops_and_counts_instead_of_blocking_or_losing_silently() {
+    let _heavy = crate::HEAVY.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into())).unwrap().unwrap();
+    let delivered = Arc::new(AtomicU64::new(0));
+    let session =
+        Session::start(&config, "flood", vec![Box::new(Slow { delivered: delivered.clone(), n: 0 })])
+            .unwrap();
+    const THREADS: u64 = 4;
+    const PER_THREAD: u64 = 500_000;
+    session.in_scope(|| {
+        let hs: Vec<_> = (0..THREADS)
+            .map(|t| {
+                trace_core::spawn(format!("flood-{t}"), || {
+                    for i in 0..PER_THREAD {
+                        tracing::info!(i, "flood");
+                    }
+                })
+                .unwrap()
+            })
+            .collect();
+        hs.into_iter().for_each(|h| h.join().unwrap());
+    });
+    let report = session.finish();
+    let delivered = delivered.load(Ordering::Relaxed);
+    assert!(report.dropped_records > 0, "the writer fell behind on purpose");
+    assert_eq!(delivered + report.dropped_records, THREADS * PER_THREAD, "every record is accounted for");
+    assert!(report.warnings().iter().any(|w| w.contains("dropped")), "{:?}", report.warnings());
+    println!("flood: {delivered} delivered, {} dropped", report.dropped_records);
+}

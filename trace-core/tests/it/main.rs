@@ -1,0 +1,15 @@
+//! trace-core's integration tests: the event stream sinks see, the hot path's
+//! allocations, and what happens when the writer falls behind.
+
+mod alloc;
+mod collect;
+mod flood;
+mod stream;
+
+/// Counts heap allocations made by threads that opted in, so tests running in
+/// parallel in this binary do not disturb each other.
+#[global_allocator]
+static COUNTING: alloc::Counting = alloc::Counting;
+
+/// Held by the tests that load both cores, so that they do not skew each other.
+pub static HEAVY: parking_lot::Mutex<()> = parking_lot::const_mutex(());
