@@ -6,7 +6,7 @@
 //! (integers as they are, text appended to the batch's own string). Buffers are
 //! recycled by the writer thread, so in steady state nothing is allocated.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -109,6 +109,9 @@ pub(crate) struct ThreadBuf {
 pub(crate) struct Local {
     pub batch: Batch,
     pub closed: bool,
+    /// The span this thread created last, and its callsite: most spans are
+    /// entered right where they are created, so `on_enter` rarely needs a lookup.
+    pub last_new: Option<(u64, &'static Metadata<'static>)>,
 }
 
 /// State shared by the layer, the writer thread and the session.
@@ -125,8 +128,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Nanoseconds since the capture's start. Reads `CLOCK_MONOTONIC` directly:
+    /// the same clock as `Instant`, without its checked arithmetic.
+    #[inline]
     pub(crate) fn rel_now(&self) -> u64 {
-        self.base.elapsed().as_nanos() as u64
+        crate::os::monotonic_ns().saturating_sub(self.base_mono_ns)
     }
 
     fn fresh_batch(&self) -> Batch {
@@ -148,7 +154,7 @@ impl Shared {
             index: threads.len() as u32,
             tid,
             name,
-            local: Mutex::new(Local { batch: self.fresh_batch(), closed: false }),
+            local: Mutex::new(Local { batch: self.fresh_batch(), closed: false, last_new: None }),
         });
         threads.push(buf.clone());
         Some(buf)
@@ -164,6 +170,9 @@ pub(crate) fn next_capture_id() -> u64 {
 thread_local! {
     /// This thread's buffers, one per capture it has recorded into.
     static SLOTS: RefCell<Vec<(u64, Arc<ThreadBuf>)>> = const { RefCell::new(Vec::new()) };
+    /// Set while this thread is inside the hot path: a `Debug` impl that logs
+    /// while its value is being formatted must not re-enter (and deadlock).
+    static BUSY: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The capture's `tracing` layer. Built by [`crate::Session`]; exposed so that a
@@ -182,51 +191,90 @@ impl CaptureLayer {
     /// Runs `fill` on this thread's buffer for this capture, then hands the
     /// buffer to the writer if it is full. Never panics, never blocks on the writer.
     #[inline]
-    fn with_local(&self, fill: impl FnOnce(&mut Batch)) {
+    fn with_local(&self, fill: impl FnOnce(&mut Local)) -> bool {
         let shared = &*self.shared;
         let id = shared.capture_id;
-        let done = SLOTS.try_with(|slots| {
-            // A `Debug` impl that logs while we format would re-enter: count it, don't panic.
-            let Ok(mut slots) = slots.try_borrow_mut() else { return false };
-            let buf = match slots.iter().find(|(c, _)| *c == id) {
-                Some((_, buf)) => buf.clone(),
-                None => {
+        let done = BUSY.try_with(|busy| {
+            if busy.replace(true) {
+                return false;
+            }
+            let ok = SLOTS.with(|slots| {
+                {
+                    let slots = slots.borrow();
+                    if let Some((_, buf)) = slots.iter().find(|(c, _)| *c == id) {
+                        return self.fill_buf(buf, fill);
+                    }
+                }
+                let buf = {
+                    let mut slots = slots.borrow_mut();
                     slots.retain(|(_, b)| !b.local.lock().closed);
                     let Some(buf) = shared.register() else { return false };
                     slots.push((id, buf.clone()));
                     buf
+                };
+                self.fill_buf(&buf, fill)
+            });
+            busy.set(false);
+            ok
+        });
+        if !matches!(done, Ok(true)) {
+            let counter = if shared.closed.load(Ordering::Relaxed) { &shared.late } else { &shared.dropped };
+            counter.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    #[inline]
+    fn fill_buf(&self, buf: &ThreadBuf, fill: impl FnOnce(&mut Local)) -> bool {
+        let shared = &*self.shared;
+        let mut local = buf.local.lock();
+        if local.closed {
+            return false;
+        }
+        fill(&mut local);
+        if local.batch.is_full() {
+            let full = std::mem::replace(&mut local.batch, shared.fresh_batch());
+            let n = full.raws.len() as u64;
+            // Sent under the buffer's lock, so the writer's final drain cannot miss it.
+            if let Err(e) = shared.tx.try_send(Msg::Batch { thread: buf.index, batch: full }) {
+                shared.dropped.fetch_add(n, Ordering::Relaxed);
+                if let Msg::Batch { mut batch, .. } = e.into_inner() {
+                    batch.clear();
+                    local.batch = batch;
                 }
-            };
-            drop(slots);
-            let mut local = buf.local.lock();
-            if local.closed {
-                return false;
             }
-            fill(&mut local.batch);
-            if local.batch.is_full() {
-                let full = std::mem::replace(&mut local.batch, shared.fresh_batch());
+        }
+        true
+    }
+
+    /// Hands the calling thread's partial batch to the writer.
+    pub(crate) fn flush_local(&self) {
+        let id = self.shared.capture_id;
+        let _ = SLOTS.try_with(|slots| {
+            let Ok(slots) = slots.try_borrow() else { return };
+            if let Some((_, buf)) = slots.iter().find(|(c, _)| *c == id) {
+                let mut local = buf.local.lock();
+                if local.closed || local.batch.raws.is_empty() {
+                    return;
+                }
+                let full = std::mem::replace(&mut local.batch, self.shared.fresh_batch());
                 let n = full.raws.len() as u64;
-                // Sent under the buffer's lock, so the writer's final drain cannot miss it.
-                if let Err(e) = shared.tx.try_send(Msg::Batch { thread: buf.index, batch: full }) {
-                    shared.dropped.fetch_add(n, Ordering::Relaxed);
+                if let Err(e) = self.shared.tx.try_send(Msg::Batch { thread: buf.index, batch: full }) {
+                    self.shared.dropped.fetch_add(n, Ordering::Relaxed);
                     if let Msg::Batch { mut batch, .. } = e.into_inner() {
                         batch.clear();
                         local.batch = batch;
                     }
                 }
             }
-            true
         });
-        if !matches!(done, Ok(true)) {
-            let counter = if shared.closed.load(Ordering::Relaxed) { &shared.late } else { &shared.dropped };
-            counter.fetch_add(1, Ordering::Relaxed);
-        }
     }
 
     #[inline]
     fn push(&self, kind: Kind, id: u64, ts: u64, meta: Option<&'static Metadata<'static>>) {
-        self.with_local(|b| {
-            b.raws.push(Raw { kind, id, ts, meta, fields_start: 0, fields_len: 0 });
+        let _ = self.with_local(|l| {
+            l.batch.raws.push(Raw { kind, id, ts, meta, fields_start: 0, fields_len: 0 });
         });
     }
 
@@ -239,7 +287,13 @@ impl CaptureLayer {
         meta: Option<&'static Metadata<'static>>,
         record: impl FnOnce(&mut dyn Visit),
     ) {
-        self.with_local(|b| {
+        let _ = self.with_local(|l| {
+            if kind == Kind::NewSpan {
+                if let Some(meta) = meta {
+                    l.last_new = Some((id, meta));
+                }
+            }
+            let b = &mut l.batch;
             let start = b.values.len();
             record(&mut FieldVisitor { batch: b });
             let len = b.values.len() - start;
@@ -312,10 +366,8 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
-        if attrs.values().is_empty() {
-            return;
-        }
-        self.push_fields(Kind::NewSpan, id.into_u64(), 0, None, |v| attrs.record(v));
+        let meta = attrs.metadata();
+        self.push_fields(Kind::NewSpan, id.into_u64(), 0, Some(meta), |v| attrs.record(v));
     }
 
     fn on_record(&self, span: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
@@ -328,8 +380,28 @@ where
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         let ts = self.shared.rel_now();
-        let meta = ctx.metadata(id);
-        self.push(Kind::Enter, id.into_u64(), ts, meta);
+        let id = id.into_u64();
+        let mut known = false;
+        let ran = self.with_local(|l| {
+            if let Some((last, meta)) = l.last_new {
+                if last == id {
+                    known = true;
+                    l.batch.raws.push(Raw {
+                        kind: Kind::Enter,
+                        id,
+                        ts,
+                        meta: Some(meta),
+                        fields_start: 0,
+                        fields_len: 0,
+                    });
+                }
+            }
+        });
+        if ran && !known {
+            // Entered away from where it was created: ask the registry.
+            let meta = ctx.metadata(&Id::from_u64(id));
+            self.push(Kind::Enter, id, ts, meta);
+        }
     }
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
@@ -337,11 +409,8 @@ where
         self.push(Kind::Exit, id.into_u64(), ts, None);
     }
 
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        // Only spans that can hold field values need the writer to forget them.
-        if ctx.metadata(&id).is_some_and(|m| !m.fields().is_empty()) {
-            self.push(Kind::Close, id.into_u64(), 0, None);
-        }
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        self.push(Kind::Close, id.into_u64(), 0, None);
     }
 
     fn on_event(&self, event: &TEvent<'_>, _ctx: Context<'_, S>) {

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 use tracing::dispatcher::{self, Dispatch};
-use tracing_subscriber::layer::{Identity, Layer, SubscriberExt};
+use tracing_subscriber::layer::{Layer, SubscriberExt};
 use tracing_subscriber::Registry;
 
 use crate::config::{Config, ConfigError, ErrorKind};
@@ -79,7 +79,12 @@ impl Session {
     /// of that fails, removes what it created and returns an error naming the
     /// directory variable, before the command runs.
     pub fn start(config: &Config, command: &str, sinks: Vec<Box<dyn Sink>>) -> Result<Session, ConfigError> {
-        Self::start_with_layer(config, command, sinks, Identity::new())
+        // With no other layer, the filter can apply to the whole subscriber,
+        // which is cheaper than a per-layer filter.
+        let filter = config.filter().clone();
+        Self::start_inner(config, command, sinks, move |capture| {
+            Dispatch::new(Registry::default().with(filter).with(capture))
+        })
     }
 
     /// Like [`Session::start`], with `layer` (the tool's own logging, for
@@ -94,6 +99,18 @@ impl Session {
     where
         L: Layer<Registry> + Send + Sync + 'static,
     {
+        let filter = config.filter().clone();
+        Self::start_inner(config, command, sinks, move |capture| {
+            Dispatch::new(Registry::default().with(layer).with(capture.with_filter(filter)))
+        })
+    }
+
+    fn start_inner(
+        config: &Config,
+        command: &str,
+        sinks: Vec<Box<dyn Sink>>,
+        dispatch: impl FnOnce(CaptureLayer) -> Dispatch,
+    ) -> Result<Session, ConfigError> {
         let dir_error = |what: String| {
             ConfigError::new(
                 config.dir_var(),
@@ -170,8 +187,7 @@ impl Session {
             }
         };
 
-        let capture = CaptureLayer { shared: shared.clone() }.with_filter(config.filter().clone());
-        let dispatch = Dispatch::new(Registry::default().with(layer).with(capture));
+        let dispatch = dispatch(CaptureLayer { shared: shared.clone() });
         Ok(Session { shared, dispatch, writer: Some(writer), partials, stem, usage_start: Usage::now() })
     }
 
@@ -188,6 +204,20 @@ impl Session {
     /// Runs `f` with this capture as the thread's default dispatcher.
     pub fn in_scope<T>(&self, f: impl FnOnce() -> T) -> T {
         dispatcher::with_default(&self.dispatch, f)
+    }
+
+    /// Hands the calling thread's buffered records to the writer and waits (up
+    /// to a second) until the writer has processed everything sent so far.
+    ///
+    /// Not needed for correctness: [`Session::finish`] collects every thread's
+    /// records. It bounds how much is held in memory, and lets a test observe
+    /// a steady state.
+    pub fn flush(&self) {
+        CaptureLayer { shared: self.shared.clone() }.flush_local();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        if self.shared.tx.send(Msg::Sync(tx)).is_ok() {
+            let _ = rx.recv_timeout(std::time::Duration::from_secs(1));
+        }
     }
 
     /// Ends the capture: closes open spans, finishes every sink, joins the

@@ -19,10 +19,18 @@ use crate::sink::{CheckedWriter, Sink};
 
 /// What travels from the capture's threads to the writer.
 pub(crate) enum Msg {
-    Batch { thread: u32, batch: Batch },
+    Batch {
+        thread: u32,
+        batch: Batch,
+    },
     Lane(OwnedLane),
     LaneReport(LaneReport),
-    Finish { end_rel: u64, resources: Resources },
+    Finish {
+        end_rel: u64,
+        resources: Resources,
+    },
+    /// Answered once everything sent before it has been processed.
+    Sync(Sender<()>),
 }
 
 /// An owned field value, kept by the writer while a span lives.
@@ -193,6 +201,9 @@ impl Writer {
                 &batch.values[raw.fields_start as usize..(raw.fields_start + raw.fields_len) as usize];
             match raw.kind {
                 Kind::NewSpan => {
+                    if raw_fields.is_empty() {
+                        continue;
+                    }
                     let owned = raw_fields
                         .iter()
                         .map(|f| (f.name, OwnedValue::from_value(&raw_value(&batch, &f.value))))
@@ -284,6 +295,9 @@ impl Writer {
             Msg::Lane(lane) => self.lane(lane),
             Msg::LaneReport(report) => self.emit(&Event::LaneReport(&report)),
             Msg::Finish { end_rel, resources } => return Some((end_rel, resources)),
+            Msg::Sync(done) => {
+                let _ = done.send(());
+            }
         }
         None
     }
