@@ -14,6 +14,7 @@
 //! | [`trace_core`] | configuration, scoping, the hot path, the event model, the [`Sink`] trait, the writer thread, files |
 //! | [`trace_sink_chrome`] | the Chrome trace-event JSON sink |
 //! | [`trace_summary`] | the `timings.json` summary: model, aggregation, reader |
+//! | [`ninja_log`] | what one Ninja run added to `.ninja_log` |
 //!
 //! This crate only composes them: it reads the environment, picks the sinks,
 //! wraps the command, prints warnings, and re-exports what a tool needs.
@@ -69,9 +70,13 @@
 
 #![deny(missing_docs)]
 
+mod lanes;
+
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{Layer, Registry};
 
+pub use lanes::{run_ninja, run_test, NinjaRun, NINJA_LANE, TESTS_LANE};
+pub use ninja_log;
 pub use trace_core::{
     bind, current, spawn, Config, ConfigError, ErrorKind, FileStatus, Handle, Report, Session, Sink,
 };

@@ -32,7 +32,8 @@ fn ns(ts: &Value) -> u64 {
 /// thread; names on every event; the real pid.
 pub fn check(path: &Path, pid: Option<u64>) -> (BTreeMap<u64, String>, Vec<Slice>) {
     let text = std::fs::read_to_string(path).expect("read the trace");
-    let events: Vec<Value> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let events: Vec<Value> =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert_eq!(text.lines().count(), events.len() + 2, "one event per line, between `[` and `]`");
     let mut threads = BTreeMap::new();
     let mut stacks: BTreeMap<u64, Vec<(String, u64)>> = BTreeMap::new();

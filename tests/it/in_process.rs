@@ -20,7 +20,11 @@ fn capture_into(dir: &Path) -> Capture {
 }
 
 /// Runs `f` under a capture into `dir` and returns the Chrome trace's slices.
-fn captured(dir: &Path, command: &str, f: impl FnOnce()) -> (std::collections::BTreeMap<u64, String>, Vec<Slice>) {
+fn captured(
+    dir: &Path,
+    command: &str,
+    f: impl FnOnce(),
+) -> (std::collections::BTreeMap<u64, String>, Vec<Slice>) {
     let ((), report) = capture_into(dir).run_with_report(command, f).unwrap();
     let report = report.unwrap();
     assert!(report.is_complete(), "{:?}", report.warnings());
@@ -120,7 +124,9 @@ fn helper_threads_started_with_spawn_appear_as_their_own_named_lanes() {
     let dir = tempfile::tempdir().unwrap();
     let (threads, slices) = captured(dir.path(), "fetch", || {
         let hs: Vec<_> = (0..3)
-            .map(|i| cabin_trace::spawn(format!("helper-{i}"), || info_span!("helping").in_scope(|| ())).unwrap())
+            .map(|i| {
+                cabin_trace::spawn(format!("helper-{i}"), || info_span!("helping").in_scope(|| ())).unwrap()
+            })
             .collect();
         hs.into_iter().for_each(|h| h.join().unwrap());
     });
@@ -168,7 +174,10 @@ fn the_tools_own_logging_keeps_working_during_a_capture_and_without_one() {
     };
     assert_eq!(seen.load(Ordering::Relaxed), 2, "the tool's layer saw both events");
     assert_eq!(names(&slices), ["phase"]);
-    Capture::from_config(None).with_layer(CountingLayer(seen.clone())).run("log", || tracing::warn!("three")).unwrap();
+    Capture::from_config(None)
+        .with_layer(CountingLayer(seen.clone()))
+        .run("log", || tracing::warn!("three"))
+        .unwrap();
     assert_eq!(seen.load(Ordering::Relaxed), 3, "and runs alone when capture is off");
 }
 

@@ -4,5 +4,6 @@
 mod chrome_output;
 mod demo_process;
 mod in_process;
-mod support;
+mod minibuild;
 mod summary;
+mod support;

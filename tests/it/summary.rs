@@ -28,7 +28,8 @@ fn the_demo_summary_counts_exactly_what_its_arguments_imply() {
         &[("CABIN_TRACE_DIR", dir.path()), ("CABIN_TRACE_FILTER", Path::new("debug"))],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    let summary: Value = serde_json::from_slice(&std::fs::read(one(dir.path(), ".timings.json")).unwrap()).unwrap();
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(one(dir.path(), ".timings.json")).unwrap()).unwrap();
     assert_eq!(summary["format_version"], 1);
     assert_eq!(summary["command"], "build");
     assert_eq!(summary["trace_complete"], true);
@@ -72,7 +73,10 @@ fn the_demo_summary_counts_exactly_what_its_arguments_imply() {
 #[test]
 fn the_summary_validates_against_the_checked_in_schema() {
     let dir = tempfile::tempdir().unwrap();
-    let out = demo(&["--spans", "20"], &[("CABIN_TRACE_DIR", dir.path()), ("CABIN_TRACE_FILTER", Path::new("debug"))]);
+    let out = demo(
+        &["--spans", "20"],
+        &[("CABIN_TRACE_DIR", dir.path()), ("CABIN_TRACE_FILTER", Path::new("debug"))],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let summary = one(dir.path(), ".timings.json");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

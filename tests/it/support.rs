@@ -5,14 +5,19 @@ use std::process::{Command, Output};
 
 /// The demo example, built by `cargo test` beside the test binary.
 pub fn demo_exe() -> PathBuf {
+    example_exe("demo")
+}
+
+/// An example of this package, built by `cargo test` beside the test binary.
+pub fn example_exe(name: &str) -> PathBuf {
     let me = std::env::current_exe().expect("the test binary's path");
-    // target/<profile>/deps/it-<hash> -> target/<profile>/examples/demo
+    // target/<profile>/deps/it-<hash> -> target/<profile>/examples/<name>
     let profile_dir = me.parent().and_then(Path::parent).expect("target/<profile>");
-    let exe = profile_dir.join("examples").join(format!("demo{}", std::env::consts::EXE_SUFFIX));
+    let exe = profile_dir.join("examples").join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         exe.exists(),
         "{} is missing: run the tests with `cargo test --workspace` (which builds the examples) \
-         or build it first with `cargo build --example demo`",
+         or build it first with `cargo build --example {name}`",
         exe.display()
     );
     exe
@@ -40,7 +45,9 @@ pub fn demo_cmd(args: &[&str], env: &[(&str, &Path)]) -> Command {
 /// The files in `dir`, sorted by name.
 pub fn files_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|rd| rd.map(|e| e.expect("a directory entry").file_name().to_string_lossy().into_owned()).collect())
+        .map(|rd| {
+            rd.map(|e| e.expect("a directory entry").file_name().to_string_lossy().into_owned()).collect()
+        })
         .unwrap_or_default();
     names.sort();
     names

@@ -125,6 +125,8 @@ pub(crate) struct Shared {
     pub closed: AtomicBool,
     pub dropped: AtomicU64,
     pub late: AtomicU64,
+    /// Per external lane, the end of the last slice on each of its tracks.
+    pub lane_tracks: Mutex<Vec<(String, Vec<u64>)>>,
 }
 
 impl Shared {

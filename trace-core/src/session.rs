@@ -164,6 +164,7 @@ impl Session {
             closed: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
             late: AtomicU64::new(0),
+            lane_tracks: Mutex::new(Vec::new()),
         });
         let start = StartOwned {
             command: command.to_string(),
@@ -347,6 +348,30 @@ impl Handle {
         } else {
             self.shared.base_mono_ns.saturating_sub((base - instant).as_nanos() as u64)
         }
+    }
+
+    /// Picks the track of `lane` for a slice from `begin_ns` to `end_ns`: the
+    /// first whose last slice has ended by `begin_ns`, or a new one. Slices
+    /// placed in order of their begin never overlap on a track.
+    pub fn place(&self, lane: &str, begin_ns: u64, end_ns: u64) -> u32 {
+        let mut lanes = self.shared.lane_tracks.lock();
+        let i = match lanes.iter().position(|(n, _)| n == lane) {
+            Some(i) => i,
+            None => {
+                lanes.push((lane.to_string(), Vec::new()));
+                lanes.len() - 1
+            }
+        };
+        let tracks = &mut lanes[i].1;
+        let track = match tracks.iter().position(|end| *end <= begin_ns) {
+            Some(t) => t,
+            None => {
+                tracks.push(0);
+                tracks.len() - 1
+            }
+        };
+        tracks[track] = end_ns.max(begin_ns);
+        track as u32
     }
 
     /// Adds one slice to an external lane.
