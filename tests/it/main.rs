@@ -5,5 +5,7 @@ mod chrome_output;
 mod demo_process;
 mod in_process;
 mod minibuild;
+mod perfetto;
+mod reliability;
 mod summary;
 mod support;
