@@ -13,6 +13,7 @@
 //! | --- | --- |
 //! | [`trace_core`] | configuration, scoping, the hot path, the event model, the [`Sink`] trait, the writer thread, files |
 //! | [`trace_sink_chrome`] | the Chrome trace-event JSON sink |
+//! | [`trace_sink_perfetto`] | the native Perfetto protobuf sink |
 //! | [`trace_summary`] | the `timings.json` summary: model, aggregation, reader |
 //! | [`ninja_log`] | what one Ninja run added to `.ninja_log` |
 //!
@@ -86,7 +87,7 @@ pub use trace_summary::Timings;
 pub const CABIN_PREFIX: &str = "CABIN";
 
 /// The trace formats a capture can write, in `<P>_TRACE_FORMAT` spelling.
-pub const FORMATS: &[&str] = &[trace_sink_chrome::NAME];
+pub const FORMATS: &[&str] = &[trace_sink_chrome::NAME, trace_sink_perfetto::NAME];
 
 type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
@@ -143,6 +144,9 @@ impl Capture {
         let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
         if config.wants(trace_sink_chrome::NAME) {
             sinks.push(Box::new(trace_sink_chrome::ChromeSink::new()));
+        }
+        if config.wants(trace_sink_perfetto::NAME) {
+            sinks.push(Box::new(trace_sink_perfetto::PerfettoSink::new()));
         }
         // The summary goes last: it reports whether the others' files are complete.
         sinks.push(Box::new(trace_summary::SummarySink::new()));

@@ -32,12 +32,12 @@ fn a_capture_leaves_one_file_of_each_kind_and_no_partial() {
     let out = demo(&["--spans", "30"], &[("CABIN_TRACE_DIR", dir.path())]);
     assert!(out.status.success(), "{}", stderr(&out));
     let names = files_in(dir.path());
-    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names.len(), 3, "{names:?}");
     assert!(names.iter().all(|n| !n.ends_with(".partial")), "{names:?}");
-    let trace = one(dir.path(), ".trace.json");
-    let summary = one(dir.path(), ".timings.json");
-    assert!(stderr(&out).contains(&trace.display().to_string()), "the demo names what it wrote");
-    assert!(stderr(&out).contains(&summary.display().to_string()));
+    for suffix in [".trace.json", ".pftrace", ".timings.json"] {
+        let file = one(dir.path(), suffix);
+        assert!(stderr(&out).contains(&file.display().to_string()), "the demo names what it wrote");
+    }
     // The stem is <command>-<unix-ms>-<pid>-<seq>.
     let stem = names[0].split('.').next().unwrap();
     let parts: Vec<&str> = stem.split('-').collect();
@@ -169,15 +169,19 @@ fn a_write_failure_leaves_a_partial_trace_and_says_so() {
         .unwrap();
     assert!(out.status.success(), "the command's exit status is unchanged: {}", stderr(&out));
     assert_eq!(out.stdout, plain.stdout, "and so is its output");
-    let partial = one(dir.path(), ".trace.json.partial");
-    assert!(with_suffix(dir.path(), ".trace.json").is_empty(), "no final trace file");
-    let warning = format!("warning: trace file {} is incomplete", partial.display());
-    assert!(stderr(&out).contains(&warning), "{}", stderr(&out));
-    assert_eq!(stderr(&out).matches("warning: trace file").count(), 1, "one line per file");
+    // Both trace files outgrow the limit; the small summary does not.
+    for suffix in [".trace.json", ".pftrace"] {
+        let partial = one(dir.path(), &format!("{suffix}.partial"));
+        assert!(with_suffix(dir.path(), suffix).is_empty(), "no final {suffix}");
+        let warning = format!("warning: trace file {} is incomplete", partial.display());
+        assert!(stderr(&out).contains(&warning), "{}", stderr(&out));
+    }
+    assert_eq!(stderr(&out).matches("warning: trace file").count(), 2, "one line per failed file");
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(one(dir.path(), ".timings.json")).unwrap()).unwrap();
     assert_eq!(summary["trace_complete"], false);
-    let f = &summary["files"][0];
-    assert_eq!(f["complete"], false);
-    assert!(f["error"].as_str().unwrap().contains("File too large"), "{f}");
+    for f in summary["files"].as_array().unwrap() {
+        assert_eq!(f["complete"], false);
+        assert!(f["error"].as_str().unwrap().contains("File too large"), "{f}");
+    }
 }

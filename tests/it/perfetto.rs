@@ -1,10 +1,137 @@
 //! Perfetto output, checked by the independent decoder built from Perfetto's
-//! official schema (tools/pftrace_check.py).
+//! official schema (tools/pftrace_check.py, installed by
+//! scripts/install-test-tools.sh), and compared with the Chrome JSON of the
+//! same capture.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
-/// Runs the official-schema checker on `files`; panics with its output if it fails.
-pub fn check(files: &[&Path]) -> String {
-    let _ = files;
-    String::new()
+use serde_json::Value;
+
+use crate::chrome_output::Slice;
+use crate::support::*;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn python() -> PathBuf {
+    let p = root().join(".tools/py/bin/python");
+    assert!(p.exists(), "{} is missing: run scripts/install-test-tools.sh", p.display());
+    p
+}
+
+/// Runs the official-schema checker on `files` (`--concat` when several) and
+/// returns the slices it dumps; panics with its messages if any check fails.
+pub fn check(files: &[&Path]) -> Vec<Value> {
+    let mut cmd = Command::new(python());
+    cmd.arg(root().join("tools/pftrace_check.py")).arg("--dump-slices");
+    if files.len() > 1 {
+        cmd.arg("--concat");
+    }
+    let out = cmd.args(files).output().expect("run tools/pftrace_check.py");
+    assert!(out.status.success(), "the official-schema check failed for {files:?}:\n{}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// `protoc --decode` against the official schema's descriptor set; asserts it
+/// decodes with no unknown (numbered) fields.
+fn protoc_decodes(file: &Path) {
+    let desc = root().join(".tools/perfetto_trace.desc");
+    assert!(desc.exists(), "{} is missing: run scripts/install-test-tools.sh", desc.display());
+    let out = Command::new("protoc")
+        .arg(format!("--descriptor_set_in={}", desc.display()))
+        .arg("--decode=perfetto.protos.Trace")
+        .stdin(std::fs::File::open(file).unwrap())
+        .output()
+        .expect("protoc is missing: run scripts/install-test-tools.sh");
+    assert!(out.status.success(), "protoc could not decode {}: {}", file.display(), stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let unknown = text
+        .lines()
+        .find(|l| l.trim_start().split(':').next().is_some_and(|k| k.trim().parse::<u64>().is_ok()));
+    assert!(unknown.is_none(), "an unknown field in {}: {:?}", file.display(), unknown);
+}
+
+fn thread_slices(dumped: &[Value]) -> Vec<Slice> {
+    let mut v: Vec<Slice> = dumped
+        .iter()
+        .filter(|s| s["kind"] == "slice" && s.get("tid").is_some_and(|t| !t.is_null()))
+        .map(|s| Slice {
+            tid: s["tid"].as_u64().unwrap(),
+            name: s["name"].as_str().unwrap().to_string(),
+            begin_ns: s["begin_ns"].as_u64().unwrap(),
+            end_ns: s["end_ns"].as_u64().unwrap(),
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn the_demo_pftrace_passes_the_official_schema_and_matches_the_chrome_json_slice_for_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo(
+        &["--spans", "200", "--threads", "2"],
+        &[("CABIN_TRACE_DIR", dir.path()), ("CABIN_TRACE_FILTER", Path::new("debug"))],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let pftrace = one(dir.path(), ".pftrace");
+    protoc_decodes(&pftrace);
+    let dumped = check(&[&pftrace]);
+    let (threads, chrome) = crate::chrome_output::check(&one(dir.path(), ".trace.json"), None);
+    let perfetto = thread_slices(&dumped);
+    assert_eq!(perfetto.len(), chrome.len(), "the same number of slices");
+    assert_eq!(perfetto, chrome, "every slice on the same thread, with the same name and times");
+    let names: Vec<&str> = dumped.iter().filter_map(|s| s["thread"].as_str()).collect();
+    for t in threads.values() {
+        assert!(names.contains(&t.as_str()), "thread {t} is named in the pftrace");
+    }
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(one(dir.path(), ".timings.json")).unwrap()).unwrap();
+    let formats: Vec<&str> =
+        summary["files"].as_array().unwrap().iter().map(|f| f["format"].as_str().unwrap()).collect();
+    assert_eq!(formats, ["chrome", "perfetto"]);
+}
+
+#[test]
+fn two_processes_pftraces_concatenated_form_one_valid_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..2 {
+        let out = demo(
+            &["--spans", "50"],
+            &[("CABIN_TRACE_DIR", dir.path()), ("CABIN_TRACE_FORMAT", Path::new("perfetto"))],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let files = with_suffix(dir.path(), ".pftrace");
+    assert_eq!(files.len(), 2);
+    assert!(with_suffix(dir.path(), ".trace.json").is_empty(), "only the format asked for");
+    let refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let dumped = check(&refs);
+    let pids: std::collections::BTreeSet<u64> = dumped.iter().filter_map(|s| s["pid"].as_u64()).collect();
+    assert_eq!(pids.len(), 2, "both processes' slices are in the concatenation");
+    let joined = dir.path().join("joined.pftrace");
+    let mut bytes = std::fs::read(&files[0]).unwrap();
+    bytes.extend(std::fs::read(&files[1]).unwrap());
+    std::fs::write(&joined, bytes).unwrap();
+    protoc_decodes(&joined);
+}
+
+#[test]
+fn the_minibuild_lanes_are_tracks_of_their_own_in_the_pftrace() {
+    let project = tempfile::tempdir().unwrap();
+    let traces = tempfile::tempdir().unwrap();
+    let out = Command::new(example_exe("minibuild"))
+        .arg(project.path())
+        .env("CABIN_TRACE_DIR", traces.path())
+        .env_remove("CABIN_TRACE_FILTER")
+        .env_remove("CABIN_TRACE_FORMAT")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dumped = check(&[&one(traces.path(), ".pftrace")]);
+    let in_lane = |lane: &str| dumped.iter().filter(|s| s["lane"] == lane && s["kind"] == "slice").count();
+    assert_eq!(in_lane("ninja"), 8);
+    assert_eq!(in_lane("tests"), 1);
 }

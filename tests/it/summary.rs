@@ -64,10 +64,12 @@ fn the_demo_summary_counts_exactly_what_its_arguments_imply() {
     assert!(r["largest_child_max_rss_kib"].as_u64().unwrap() > 0, "the compiler child was waited for");
 
     let files = summary["files"].as_array().unwrap();
-    assert_eq!(files.len(), 1);
-    assert_eq!(files[0]["format"], "chrome");
-    assert_eq!(files[0]["complete"], true);
-    assert!(dir.path().join(files[0]["file"].as_str().unwrap()).exists());
+    assert_eq!(files.len(), 2);
+    for (f, format) in files.iter().zip(["chrome", "perfetto"]) {
+        assert_eq!(f["format"], format);
+        assert_eq!(f["complete"], true);
+        assert!(dir.path().join(f["file"].as_str().unwrap()).exists());
+    }
 }
 
 #[test]

@@ -132,9 +132,66 @@ fn raw_value<'b>(batch: &'b Batch, v: &RawValue) -> Value<'b> {
     }
 }
 
-fn borrow_fields<'a>(fields: &'a [(&'static str, OwnedValue)]) -> Vec<Field<'a>> {
-    fields.iter().map(|(name, v)| Field { name, value: v.as_value() }).collect()
+/// Fields borrowed for one event; up to `INLINE` of them without touching the heap.
+struct FieldBuf<'a> {
+    inline: [Field<'a>; INLINE],
+    len: usize,
+    spill: Vec<Field<'a>>,
 }
+
+const INLINE: usize = 16;
+const NO_FIELD: Field<'static> = Field { name: "", value: Value::Bool(false) };
+
+impl<'a> FieldBuf<'a> {
+    fn new(iter: impl ExactSizeIterator<Item = Field<'a>>) -> Self {
+        let mut buf = FieldBuf { inline: [NO_FIELD; INLINE], len: 0, spill: Vec::new() };
+        if iter.len() > INLINE {
+            buf.spill = iter.collect();
+        } else {
+            for f in iter {
+                buf.inline[buf.len] = f;
+                buf.len += 1;
+            }
+        }
+        buf
+    }
+
+    fn owned(fields: Option<&'a Vec<(&'static str, OwnedValue)>>) -> Self {
+        match fields {
+            Some(f) => Self::new(f.iter().map(|(name, v)| Field { name, value: v.as_value() })),
+            None => Self::new(std::iter::empty()),
+        }
+    }
+
+    fn as_slice(&self) -> &[Field<'a>] {
+        if self.spill.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.spill
+        }
+    }
+}
+
+/// A hasher for span ids: one multiplication, no SipHash rounds.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type IdMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
+type OwnedFields = Vec<(&'static str, OwnedValue)>;
 
 fn set_field(fields: &mut Vec<(&'static str, OwnedValue)>, name: &'static str, value: OwnedValue) {
     match fields.iter_mut().find(|(n, _)| *n == name) {
@@ -147,7 +204,9 @@ struct Writer {
     shared: Arc<Shared>,
     sinks: Vec<SinkFile>,
     threads: Vec<Option<ThreadState>>,
-    span_fields: HashMap<u64, Vec<(&'static str, OwnedValue)>>,
+    span_fields: IdMap<OwnedFields>,
+    /// Emptied field lists, reused for the next spans.
+    spare: Vec<OwnedFields>,
     recycle: Sender<Batch>,
 }
 
@@ -179,15 +238,15 @@ impl Writer {
     }
 
     fn end_slice(&mut self, tid: Tid, open: Open, ts: u64, unclosed: bool) {
-        let all = self.span_fields.get(&open.id).map(|f| borrow_fields(f)).unwrap_or_default();
-        let recorded = borrow_fields(&open.recorded);
+        let all = FieldBuf::owned(self.span_fields.get(&open.id));
+        let recorded = FieldBuf::owned(Some(&open.recorded));
         let event = Event::SpanEnd {
             thread: tid,
             ts,
             begin_ts: open.begin_ts,
             site: Site::of(open.meta),
-            fields: &all,
-            recorded: &recorded,
+            fields: all.as_slice(),
+            recorded: recorded.as_slice(),
             unclosed,
         };
         feed(&mut self.sinks, &event);
@@ -204,11 +263,16 @@ impl Writer {
                     if raw_fields.is_empty() {
                         continue;
                     }
-                    let owned = raw_fields
-                        .iter()
-                        .map(|f| (f.name, OwnedValue::from_value(&raw_value(&batch, &f.value))))
-                        .collect();
-                    self.span_fields.insert(raw.id, owned);
+                    let mut owned = self.spare.pop().unwrap_or_default();
+                    owned.extend(
+                        raw_fields
+                            .iter()
+                            .map(|f| (f.name, OwnedValue::from_value(&raw_value(&batch, &f.value)))),
+                    );
+                    if let Some(mut old) = self.span_fields.insert(raw.id, owned) {
+                        old.clear();
+                        self.spare.push(old);
+                    }
                 }
                 Kind::Record => {
                     let entry = self.span_fields.entry(raw.id).or_default();
@@ -231,8 +295,9 @@ impl Writer {
                 Kind::Enter => {
                     let Some(meta) = raw.meta else { continue };
                     let ts = self.abs(raw.ts);
-                    let fields = self.span_fields.get(&raw.id).map(|f| borrow_fields(f)).unwrap_or_default();
-                    let event = Event::SpanBegin { thread: tid, ts, site: Site::of(meta), fields: &fields };
+                    let fields = FieldBuf::owned(self.span_fields.get(&raw.id));
+                    let event =
+                        Event::SpanBegin { thread: tid, ts, site: Site::of(meta), fields: fields.as_slice() };
                     feed(&mut self.sinks, &event);
                     if let Some(t) = self.threads[i].as_mut() {
                         t.stack.push(Open { id: raw.id, begin_ts: ts, meta, recorded: Vec::new() });
@@ -244,16 +309,23 @@ impl Writer {
                     // An exit whose enter was dropped matches nothing: skip it. Spans
                     // above the match lost their exits with a dropped batch: close them here.
                     let Some(pos) = t.stack.iter().rposition(|o| o.id == raw.id) else { continue };
-                    let above: Vec<Open> = t.stack.drain(pos..).collect();
-                    let mut above = above.into_iter().rev().collect::<Vec<_>>();
-                    let own = above.pop().expect("drain(pos..) holds the match");
-                    for open in above {
-                        self.end_slice(tid, open, ts, true);
+                    let lost_ends = t.stack.len() - 1 - pos;
+                    for _ in 0..lost_ends {
+                        if let Some(open) = self.threads[i].as_mut().and_then(|t| t.stack.pop()) {
+                            self.end_slice(tid, open, ts, true);
+                        }
                     }
-                    self.end_slice(tid, own, ts, false);
+                    if let Some(own) = self.threads[i].as_mut().and_then(|t| t.stack.pop()) {
+                        self.end_slice(tid, own, ts, false);
+                    }
                 }
                 Kind::Close => {
-                    self.span_fields.remove(&raw.id);
+                    if let Some(mut old) = self.span_fields.remove(&raw.id) {
+                        if self.spare.len() < 1024 {
+                            old.clear();
+                            self.spare.push(old);
+                        }
+                    }
                 }
                 Kind::Event => {
                     let Some(meta) = raw.meta else { continue };
@@ -375,7 +447,14 @@ pub(crate) fn run(
         let r = s.sink.start(&info, &mut s.out);
         s.keep(r);
     }
-    let mut w = Writer { shared, sinks, threads: Vec::new(), span_fields: HashMap::new(), recycle };
+    let mut w = Writer {
+        shared,
+        sinks,
+        threads: Vec::new(),
+        span_fields: IdMap::default(),
+        spare: Vec::new(),
+        recycle,
+    };
     let (end_rel, resources) = loop {
         match rx.recv() {
             Ok(msg) => {

@@ -1,0 +1,6 @@
+//! Integration tests of `ninja-log`, as one test binary.
+
+mod model;
+mod props;
+mod real_ninja;
+mod regressions;

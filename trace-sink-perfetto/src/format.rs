@@ -1,0 +1,96 @@
+//! The constants of the Perfetto trace format this sink relies on, in one place,
+//! and the framing of one packet in the file.
+//!
+//! Values are those of `perfetto_trace.proto`; the names say which enum or
+//! field they come from.
+
+/// `Trace.packet`: the one field of the file's top-level message.
+pub(crate) const TRACE_PACKET_FIELD: u32 = 1;
+/// Protobuf wire type of a length-delimited field.
+pub(crate) const WIRE_LEN: u32 = 2;
+
+/// `TracePacket.SequenceFlags.SEQ_INCREMENTAL_STATE_CLEARED`.
+pub(crate) const SEQ_INCREMENTAL_STATE_CLEARED: u32 = 1;
+/// `TracePacket.SequenceFlags.SEQ_NEEDS_INCREMENTAL_STATE`.
+pub(crate) const SEQ_NEEDS_INCREMENTAL_STATE: u32 = 2;
+
+/// `TrackEvent.Type.TYPE_SLICE_BEGIN`.
+pub(crate) const TYPE_SLICE_BEGIN: i32 = 1;
+/// `TrackEvent.Type.TYPE_SLICE_END`.
+pub(crate) const TYPE_SLICE_END: i32 = 2;
+/// `TrackEvent.Type.TYPE_INSTANT`.
+pub(crate) const TYPE_INSTANT: i32 = 3;
+
+/// `BuiltinClock.BUILTIN_CLOCK_MONOTONIC`: the clock of every timestamp the
+/// capture hands the sink.
+pub(crate) const CLOCK_MONOTONIC: u32 = 3;
+/// `BuiltinClock.BUILTIN_CLOCK_BOOTTIME`: the trace processor's default trace
+/// clock, given in each snapshot so that it can place MONOTONIC on it.
+pub(crate) const CLOCK_BOOTTIME: u32 = 6;
+/// A sequence-scoped clock id (64-127 are reserved for them): each thread's
+/// sequence writes its timestamps as deltas on its own clock of this id.
+pub(crate) const CLOCK_INCREMENTAL: u32 = 64;
+
+/// `TrackDescriptor.ChildTracksOrdering.EXPLICIT`: children sort by
+/// `sibling_order_rank`, so sub-lane 10 comes after sub-lane 9.
+pub(crate) const CHILD_ORDERING_EXPLICIT: i32 = 3;
+
+/// The key that opens each packet's entry in the file (`Trace.packet`, length-delimited).
+pub(crate) const PACKET_KEY: u8 = ((TRACE_PACKET_FIELD << 3) | WIRE_LEN) as u8;
+
+/// Appends `value` as a protobuf base-128 varint: seven bits a byte, least
+/// significant first, the high bit set on every byte but the last.
+pub(crate) fn put_varint(buf: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        buf.push((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    buf.push(value as u8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_match_the_protobuf_encoding_at_every_length_boundary() {
+        let cases: &[(u64, &[u8])] = &[
+            (0, &[0x00]),
+            (1, &[0x01]),
+            (127, &[0x7f]),
+            (128, &[0x80, 0x01]),
+            (300, &[0xac, 0x02]),
+            (16_383, &[0xff, 0x7f]),
+            (16_384, &[0x80, 0x80, 0x01]),
+            ((1 << 28) - 1, &[0xff, 0xff, 0xff, 0x7f]),
+            (1 << 28, &[0x80, 0x80, 0x80, 0x80, 0x01]),
+            (u64::MAX, &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]),
+        ];
+        for &(value, expected) in cases {
+            let mut buf = Vec::new();
+            put_varint(&mut buf, value);
+            assert_eq!(buf, expected, "varint of {value}");
+            assert_eq!(buf.len(), prost::encoding::encoded_len_varint(value), "length of {value}");
+        }
+    }
+
+    #[test]
+    fn varints_agree_with_prost_on_a_sweep_of_values() {
+        let mut value = 1u64;
+        while value != 0 {
+            for v in [value - 1, value, value | 1, value.wrapping_mul(3)] {
+                let mut ours = Vec::new();
+                put_varint(&mut ours, v);
+                let mut theirs = Vec::new();
+                prost::encoding::encode_varint(v, &mut theirs);
+                assert_eq!(ours, theirs, "varint of {v}");
+            }
+            value <<= 1;
+        }
+    }
+
+    #[test]
+    fn the_packet_key_is_field_one_length_delimited() {
+        assert_eq!(PACKET_KEY, 0x0a);
+    }
+}

@@ -1,0 +1,37 @@
+//! What a span costs in the file.
+
+use tracing::info_span;
+
+use crate::support::{assert_checker_accepts, capture};
+
+const SPANS: usize = 10_000;
+
+/// The budget per span (its begin and its end, no fields), all overhead
+/// included. Each of the span's two packets holds: the packet's key and length
+/// (2 bytes), the timestamp's key and delta (3, for deltas from 128 ns to
+/// 16 us), the sequence id's key and value (5), `sequence_flags` (2), and the
+/// track event's key, length and type (4); the begin adds its name and
+/// category iids (4). That makes 36 bytes, 34 when the deltas are under 128 ns.
+/// For comparison, the Chrome JSON sink writes about 150 bytes for the same
+/// span (a `B` and an `E` line).
+const BUDGET_BYTES_PER_SPAN: f64 = 40.0;
+
+#[test]
+fn ten_thousand_spans_without_fields_cost_under_the_budget_per_span() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, seen, ()) = capture(dir.path(), "size", || {
+        for _ in 0..SPANS {
+            let _span = info_span!("step").entered();
+        }
+    });
+    assert_checker_accepts(&[], &[&path]);
+    let spans = seen.iter().filter(|s| matches!(s, crate::support::Seen::Begin { .. })).count();
+    assert_eq!(spans, SPANS, "every span reached the sink");
+    let bytes = std::fs::metadata(&path).unwrap().len();
+    let per_span = bytes as f64 / SPANS as f64;
+    println!("{SPANS} spans without fields: {bytes} bytes, {per_span:.2} bytes/span");
+    assert!(
+        per_span < BUDGET_BYTES_PER_SPAN,
+        "{per_span:.2} bytes/span, over the budget of {BUDGET_BYTES_PER_SPAN}"
+    );
+}
