@@ -3,6 +3,7 @@
 
 mod chrome_output;
 mod demo_process;
+mod faults;
 mod in_process;
 mod minibuild;
 mod perfetto;

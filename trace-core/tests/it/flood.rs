@@ -35,12 +35,37 @@ impl Sink for Slow {
     }
 }
 
+/// The process's resident set now, in KiB (Linux: /proc/self/status).
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Samples the resident set every millisecond until stopped; returns the peak.
+fn watch_rss(stop: Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut peak = 0;
+        while !stop.load(Ordering::Relaxed) {
+            peak = peak.max(rss_kib());
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        peak
+    })
+}
+
 #[test]
 fn a_flood_drops_and_counts_instead_of_blocking_or_losing_silently() {
     let _heavy = crate::HEAVY.lock();
     let dir = tempfile::tempdir().unwrap();
     let config =
         Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into())).unwrap().unwrap();
+    let rss_before = rss_kib();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = watch_rss(stop.clone());
     let delivered = Arc::new(AtomicU64::new(0));
     let session =
         Session::start(&config, "flood", vec![Box::new(Slow { delivered: delivered.clone(), n: 0 })])
@@ -61,9 +86,20 @@ fn a_flood_drops_and_counts_instead_of_blocking_or_losing_silently() {
         hs.into_iter().for_each(|h| h.join().unwrap());
     });
     let report = session.finish();
+    stop.store(true, Ordering::Relaxed);
+    let grew_kib = watcher.join().unwrap().saturating_sub(rss_before);
     let delivered = delivered.load(Ordering::Relaxed);
     assert!(report.dropped_records > 0, "the writer fell behind on purpose");
     assert_eq!(delivered + report.dropped_records, THREADS * PER_THREAD, "every record is accounted for");
     assert!(report.warnings().iter().any(|w| w.contains("dropped")), "{:?}", report.warnings());
-    println!("flood: {delivered} delivered, {} dropped", report.dropped_records);
+    // The hot path's buffers are bounded (docs/reliability.md): the peak grew
+    // by far less than the 2,000,000 records would take if they were kept.
+    assert!(grew_kib < 96 * 1024, "peak memory grew by {grew_kib} KiB");
+    println!(
+        "reliability: flood: {} records from {THREADS} threads, {delivered} written, {} dropped and counted, \
+         peak memory grew by {} MiB",
+        THREADS * PER_THREAD,
+        report.dropped_records,
+        grew_kib / 1024
+    );
 }

@@ -2,6 +2,7 @@
 //! allocations, and what happens when the writer falls behind.
 
 mod alloc;
+mod bad_input;
 mod collect;
 mod flood;
 mod stream;
