@@ -139,12 +139,16 @@ struct FieldBuf<'a> {
     spill: Vec<Field<'a>>,
 }
 
-const INLINE: usize = 16;
+const INLINE: usize = 6;
 const NO_FIELD: Field<'static> = Field { name: "", value: Value::Bool(false) };
 
 impl<'a> FieldBuf<'a> {
+    #[inline]
     fn new(iter: impl ExactSizeIterator<Item = Field<'a>>) -> Self {
         let mut buf = FieldBuf { inline: [NO_FIELD; INLINE], len: 0, spill: Vec::new() };
+        if iter.len() == 0 {
+            return buf;
+        }
         if iter.len() > INLINE {
             buf.spill = iter.collect();
         } else {

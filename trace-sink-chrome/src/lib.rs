@@ -65,101 +65,159 @@ pub struct ChromeSink {
     pid: u32,
     first: bool,
     lanes: Vec<(String, Vec<u32>)>,
+    /// The line being built: each event is encoded here, then written whole.
+    line: Vec<u8>,
+}
+
+/// Appends `s` as a JSON string.
+fn string(line: &mut Vec<u8>, s: &str) {
+    line.push(b'"');
+    let bytes = s.as_bytes();
+    let mut plain = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => b"",
+            _ => continue,
+        };
+        line.extend_from_slice(&bytes[plain..i]);
+        if escape.is_empty() {
+            line.extend_from_slice(b"\\u00");
+            line.push(HEX[(b >> 4) as usize]);
+            line.push(HEX[(b & 0xf) as usize]);
+        } else {
+            line.extend_from_slice(escape);
+        }
+        plain = i + 1;
+    }
+    line.extend_from_slice(&bytes[plain..]);
+    line.push(b'"');
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn int(line: &mut Vec<u8>, v: impl itoa::Integer) {
+    line.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// Appends nanoseconds as microseconds with three decimals.
+fn micros(line: &mut Vec<u8>, ns: u64) {
+    int(line, ns / 1000);
+    let frac = ns % 1000;
+    line.extend_from_slice(&[
+        b'.',
+        b'0' + (frac / 100) as u8,
+        b'0' + (frac / 10 % 10) as u8,
+        b'0' + (frac % 10) as u8,
+    ]);
+}
+
+fn value(line: &mut Vec<u8>, v: &Value<'_>) {
+    match *v {
+        Value::I64(v) => int(line, v),
+        Value::U64(v) => int(line, v),
+        Value::F64(v) if v.is_finite() => {
+            let _ = write!(line, "{v}");
+        }
+        Value::F64(v) => string(line, &v.to_string()),
+        Value::Bool(v) => line.extend_from_slice(if v { b"true" } else { b"false" }),
+        Value::Str(s) => string(line, s),
+    }
+}
+
+/// Appends `,"args":{...}` for the fields (and the extra flag), or nothing.
+fn args(line: &mut Vec<u8>, fields: &[Field<'_>], unclosed: bool) {
+    if fields.is_empty() && !unclosed {
+        return;
+    }
+    line.extend_from_slice(br#","args":{"#);
+    for (i, f) in fields.iter().enumerate() {
+        if i > 0 {
+            line.push(b',');
+        }
+        string(line, f.name);
+        line.push(b':');
+        value(line, &f.value);
+    }
+    if unclosed {
+        if !fields.is_empty() {
+            line.push(b',');
+        }
+        line.extend_from_slice(br#""unclosed":true"#);
+    }
+    line.push(b'}');
+}
+
+/// Appends `"pid":P,"tid":T`.
+fn ids(line: &mut Vec<u8>, pid: u64, tid: u64) {
+    line.extend_from_slice(br#","pid":"#);
+    int(line, pid);
+    line.extend_from_slice(br#","tid":"#);
+    int(line, tid);
 }
 
 impl ChromeSink {
     /// A new sink.
     pub fn new() -> Self {
-        ChromeSink { pid: 0, first: true, lanes: Vec::new() }
+        ChromeSink { pid: 0, first: true, lanes: Vec::new(), line: Vec::with_capacity(256) }
     }
 
-    /// Starts a new line of the array.
-    fn sep(&mut self, out: &mut dyn Write) -> io::Result<()> {
+    /// Starts a new event: the separator from the previous one, and `{`.
+    fn open(&mut self) {
+        self.line.clear();
         if self.first {
             self.first = false;
-            Ok(())
         } else {
-            out.write_all(b",\n")
+            self.line.extend_from_slice(b",\n");
         }
+        self.line.push(b'{');
     }
 
-    fn lane_pid(&mut self, out: &mut dyn Write, lane: &LaneSlice<'_>) -> io::Result<(u64, u32)> {
+    /// A metadata (`M`) event naming a process or thread, or giving a sort index.
+    fn metadata(&mut self, what: &str, pid: u64, tid: u64, key: &str, name: Option<&str>, index: u64) {
+        self.open();
+        self.line.extend_from_slice(br#""name":"#);
+        string(&mut self.line, what);
+        self.line.extend_from_slice(br#","ph":"M""#);
+        ids(&mut self.line, pid, tid);
+        self.line.extend_from_slice(br#","args":{"#);
+        string(&mut self.line, key);
+        self.line.push(b':');
+        match name {
+            Some(n) => string(&mut self.line, n),
+            None => int(&mut self.line, index),
+        }
+        self.line.extend_from_slice(b"}}");
+    }
+
+    fn lane_ids(&mut self, out: &mut dyn Write, lane: &LaneSlice<'_>) -> io::Result<(u64, u64)> {
         let index = match self.lanes.iter().position(|(n, _)| n == lane.lane) {
             Some(i) => i,
             None => {
                 self.lanes.push((lane.lane.to_string(), Vec::new()));
                 let i = self.lanes.len() - 1;
                 let pid = self.pid as u64 + LANE_PID_BASE * (i as u64 + 1);
-                self.sep(out)?;
-                write!(out, r#"{{"name":"process_name","ph":"M","pid":{pid},"tid":0,"args":{{"name":"#)?;
-                string(out, lane.lane)?;
-                out.write_all(b"}}")?;
-                self.sep(out)?;
-                write!(
-                    out,
-                    r#"{{"name":"process_sort_index","ph":"M","pid":{pid},"tid":0,"args":{{"sort_index":{}}}}}"#,
-                    i + 1
-                )?;
+                self.metadata("process_name", pid, 0, "name", Some(lane.lane), 0);
+                out.write_all(&self.line)?;
+                self.metadata("process_sort_index", pid, 0, "sort_index", None, i as u64 + 1);
+                out.write_all(&self.line)?;
                 i
             }
         };
         let pid = self.pid as u64 + LANE_PID_BASE * (index as u64 + 1);
-        let tid = lane.track + 1;
+        let tid = u64::from(lane.track) + 1;
         if !self.lanes[index].1.contains(&lane.track) {
             self.lanes[index].1.push(lane.track);
-            self.sep(out)?;
-            write!(out, r#"{{"name":"thread_name","ph":"M","pid":{pid},"tid":{tid},"args":{{"name":"#)?;
-            string(out, &format!("{} {}", lane.lane, lane.track))?;
-            out.write_all(b"}}")?;
+            let name = format!("{} {}", lane.lane, lane.track);
+            self.metadata("thread_name", pid, tid, "name", Some(&name), 0);
+            out.write_all(&self.line)?;
         }
         Ok((pid, tid))
     }
-}
-
-/// Writes `s` as a JSON string.
-fn string(out: &mut dyn Write, s: &str) -> io::Result<()> {
-    serde_json::to_writer(out, s).map_err(io::Error::other)
-}
-
-/// Writes nanoseconds as microseconds with three decimals.
-fn micros(out: &mut dyn Write, ns: u64) -> io::Result<()> {
-    write!(out, "{}.{:03}", ns / 1000, ns % 1000)
-}
-
-fn value(out: &mut dyn Write, v: &Value<'_>) -> io::Result<()> {
-    match *v {
-        Value::I64(v) => write!(out, "{v}"),
-        Value::U64(v) => write!(out, "{v}"),
-        Value::F64(v) if v.is_finite() => write!(out, "{v}"),
-        Value::F64(v) => string(out, &v.to_string()),
-        Value::Bool(v) => write!(out, "{v}"),
-        Value::Str(s) => string(out, s),
-    }
-}
-
-/// Writes `,"args":{...}` for the fields (and the extra flag), or nothing.
-fn args(out: &mut dyn Write, fields: &[Field<'_>], unclosed: bool) -> io::Result<()> {
-    if fields.is_empty() && !unclosed {
-        return Ok(());
-    }
-    out.write_all(br#","args":{"#)?;
-    let mut first = true;
-    for f in fields {
-        if !first {
-            out.write_all(b",")?;
-        }
-        first = false;
-        string(out, f.name)?;
-        out.write_all(b":")?;
-        value(out, &f.value)?;
-    }
-    if unclosed {
-        if !first {
-            out.write_all(b",")?;
-        }
-        out.write_all(br#""unclosed":true"#)?;
-    }
-    out.write_all(b"}")
 }
 
 impl Sink for ChromeSink {
@@ -174,88 +232,122 @@ impl Sink for ChromeSink {
     fn start(&mut self, start: &Start<'_>, out: &mut dyn Write) -> io::Result<()> {
         self.pid = start.pid;
         out.write_all(b"[\n")?;
-        self.sep(out)?;
-        write!(out, r#"{{"name":"process_name","ph":"M","pid":{},"tid":0,"args":{{"name":"#, self.pid)?;
-        string(out, start.command)?;
-        out.write_all(b"}}")?;
-        self.sep(out)?;
-        write!(
-            out,
-            r#"{{"name":"process_sort_index","ph":"M","pid":{},"tid":0,"args":{{"sort_index":0}}}}"#,
-            self.pid
-        )
+        self.metadata("process_name", self.pid.into(), 0, "name", Some(start.command), 0);
+        out.write_all(&self.line)?;
+        self.metadata("process_sort_index", self.pid.into(), 0, "sort_index", None, 0);
+        out.write_all(&self.line)
     }
 
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
-        let pid = self.pid;
+        let pid = u64::from(self.pid);
         match *event {
             Event::ThreadName { thread, name } => {
-                self.sep(out)?;
-                write!(
-                    out,
-                    r#"{{"name":"thread_name","ph":"M","pid":{pid},"tid":{thread},"args":{{"name":"#
-                )?;
-                string(out, name)?;
-                out.write_all(b"}}")
+                self.metadata("thread_name", pid, thread, "name", Some(name), 0);
             }
             Event::SpanBegin { thread, ts, site, fields } => {
-                self.sep(out)?;
-                out.write_all(br#"{"name":"#)?;
-                string(out, site.name)?;
-                out.write_all(br#","cat":"#)?;
-                string(out, site.target)?;
-                write!(out, r#","ph":"B","pid":{pid},"tid":{thread},"ts":"#)?;
-                micros(out, ts)?;
-                args(out, fields, false)?;
-                out.write_all(b"}")
+                self.open();
+                let l = &mut self.line;
+                l.extend_from_slice(br#""name":"#);
+                string(l, site.name);
+                l.extend_from_slice(br#","cat":"#);
+                string(l, site.target);
+                l.extend_from_slice(br#","ph":"B""#);
+                ids(l, pid, thread);
+                l.extend_from_slice(br#","ts":"#);
+                micros(l, ts);
+                args(l, fields, false);
+                l.push(b'}');
             }
             Event::SpanEnd { thread, ts, site, recorded, unclosed, .. } => {
-                self.sep(out)?;
-                out.write_all(br#"{"name":"#)?;
-                string(out, site.name)?;
-                write!(out, r#","ph":"E","pid":{pid},"tid":{thread},"ts":"#)?;
-                micros(out, ts)?;
-                args(out, recorded, unclosed)?;
-                out.write_all(b"}")
+                self.open();
+                let l = &mut self.line;
+                l.extend_from_slice(br#""name":"#);
+                string(l, site.name);
+                l.extend_from_slice(br#","ph":"E""#);
+                ids(l, pid, thread);
+                l.extend_from_slice(br#","ts":"#);
+                micros(l, ts);
+                args(l, recorded, unclosed);
+                l.push(b'}');
             }
             Event::Instant { thread, ts, site, fields } => {
-                self.sep(out)?;
-                out.write_all(br#"{"name":"#)?;
-                string(out, site.name)?;
-                out.write_all(br#","cat":"#)?;
-                string(out, site.target)?;
-                write!(out, r#","ph":"i","s":"t","pid":{pid},"tid":{thread},"ts":"#)?;
-                micros(out, ts)?;
-                args(out, fields, false)?;
-                out.write_all(b"}")
+                self.open();
+                let l = &mut self.line;
+                l.extend_from_slice(br#""name":"#);
+                string(l, site.name);
+                l.extend_from_slice(br#","cat":"#);
+                string(l, site.target);
+                l.extend_from_slice(br#","ph":"i","s":"t""#);
+                ids(l, pid, thread);
+                l.extend_from_slice(br#","ts":"#);
+                micros(l, ts);
+                args(l, fields, false);
+                l.push(b'}');
             }
             Event::Lane(ref slice) => {
-                let (lpid, tid) = self.lane_pid(out, slice)?;
-                self.sep(out)?;
-                out.write_all(br#"{"name":"#)?;
-                string(out, slice.name)?;
-                out.write_all(br#","cat":"#)?;
-                string(out, slice.lane)?;
-                write!(out, r#","ph":"X","pid":{lpid},"tid":{tid},"ts":"#)?;
-                micros(out, slice.begin_ns)?;
-                out.write_all(br#","dur":"#)?;
-                micros(out, slice.end_ns.saturating_sub(slice.begin_ns))?;
-                args(out, slice.fields, false)?;
-                out.write_all(b"}")
+                let (lpid, tid) = self.lane_ids(out, slice)?;
+                self.open();
+                let l = &mut self.line;
+                l.extend_from_slice(br#""name":"#);
+                string(l, slice.name);
+                l.extend_from_slice(br#","cat":"#);
+                string(l, slice.lane);
+                l.extend_from_slice(br#","ph":"X""#);
+                ids(l, lpid, tid);
+                l.extend_from_slice(br#","ts":"#);
+                micros(l, slice.begin_ns);
+                l.extend_from_slice(br#","dur":"#);
+                micros(l, slice.end_ns.saturating_sub(slice.begin_ns));
+                args(l, slice.fields, false);
+                l.push(b'}');
             }
-            _ => Ok(()),
+            _ => return Ok(()),
         }
+        out.write_all(&self.line)
     }
 
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
         if end.dropped_records > 0 {
-            self.sep(out)?;
-            write!(
-                out,
-                r#"{{"name":"trace_dropped_records","ph":"M","pid":{},"tid":0,"args":{{"dropped_records":{}}}}}"#,
-                self.pid, end.dropped_records
-            )?;
+            self.metadata(
+                "trace_dropped_records",
+                self.pid.into(),
+                0,
+                "dropped_records",
+                None,
+                end.dropped_records,
+            );
+            out.write_all(&self.line)?;
         }
         out.write_all(b"\n]\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(s: &str) -> String {
+        let mut v = Vec::new();
+        string(&mut v, s);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn strings_are_escaped_as_json_requires() {
+        for s in ["plain", "quote \" and \\ back", "tab\tnew\nline\r", "\u{1}\u{1f}", "ünï €", ""] {
+            let parsed: String = serde_json::from_str(&json(s)).unwrap();
+            assert_eq!(parsed, s);
+        }
+    }
+
+    #[test]
+    fn microseconds_keep_every_nanosecond_digit() {
+        for (ns, text) in
+            [(0, "0.000"), (1, "0.001"), (999, "0.999"), (1_000, "1.000"), (123_456_789, "123456.789")]
+        {
+            let mut v = Vec::new();
+            micros(&mut v, ns);
+            assert_eq!(String::from_utf8(v).unwrap(), text);
+        }
     }
 }
