@@ -60,7 +60,11 @@ impl Write for Injector<'_> {
 }
 
 impl Faulty {
-    fn run(&mut self, out: &mut dyn Write, f: impl FnOnce(&mut dyn Sink, &mut dyn Write) -> io::Result<()>) -> io::Result<()> {
+    fn run(
+        &mut self,
+        out: &mut dyn Write,
+        f: impl FnOnce(&mut dyn Sink, &mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
         let mut w = Injector { out, plan: &self.plan, failed: &mut self.failed };
         let r = f(self.inner.as_mut(), &mut w);
         // A sink that ignored the error still has an incomplete file.
@@ -177,7 +181,12 @@ fn a_write_failure_at_every_write_call_of_each_sink_is_kept_reported_and_never_p
             }
             injected += 1;
             let failed: Vec<_> = report.files.iter().filter(|f| !f.complete).collect();
-            assert_eq!(failed.len(), 1, "{kind} at byte {fail_at}: only the faulty file fails: {:?}", report.files);
+            assert_eq!(
+                failed.len(),
+                1,
+                "{kind} at byte {fail_at}: only the faulty file fails: {:?}",
+                report.files
+            );
             let f = failed[0];
             assert_eq!(f.sink, kind);
             let error = f.error.as_deref().unwrap();
@@ -185,7 +194,11 @@ fn a_write_failure_at_every_write_call_of_each_sink_is_kept_reported_and_never_p
             assert!(error.contains("No space left"), "{kind} at byte {fail_at}: {error}");
             let partial = format!("{}.partial", f.path.display());
             assert!(Path::new(&partial).exists() && !f.path.exists(), "{kind}: only the .partial is left");
-            assert_eq!(std::fs::metadata(&partial).unwrap().len(), fail_at, "{kind}: the bytes before the fault");
+            assert_eq!(
+                std::fs::metadata(&partial).unwrap().len(),
+                fail_at,
+                "{kind}: the bytes before the fault"
+            );
             let warnings = report.warnings();
             assert_eq!(warnings.len(), 1);
             assert!(warnings[0].contains(&partial), "{warnings:?}");
@@ -254,6 +267,8 @@ fn a_full_file_system_leaves_partial_files_says_so_and_changes_nothing_else() {
         assert!(stderr(&out).contains(&line), "{}", stderr(&out));
     }
     let counts = crate::reliability::validate_final_files(fs.dir.path());
-    println!("reliability: full tmpfs: {} partial files, each named in a warning; final files valid: {counts:?}", partials.len());
+    println!(
+        "reliability: full tmpfs: {} partial files, each named in a warning; final files valid: {counts:?}",
+        partials.len()
+    );
 }
-
