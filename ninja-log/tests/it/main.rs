@@ -1,5 +1,6 @@
 //! Integration tests of `ninja-log`, as one test binary.
 
+mod hostile;
 mod model;
 mod props;
 mod real_ninja;
