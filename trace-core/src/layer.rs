@@ -6,7 +6,7 @@
 //! (integers as they are, text appended to the batch's own string). Buffers are
 //! recycled by the writer thread, so in steady state nothing is allocated.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -99,11 +99,84 @@ impl Batch {
 }
 
 /// A thread's buffer for one capture.
+///
+/// Only its thread writes to it, except once: when the capture finishes, the
+/// writer thread takes what is left. A flag instead of a lock keeps the hot
+/// path to one atomic swap and one plain store per record.
 pub(crate) struct ThreadBuf {
     pub index: u32,
     pub tid: Tid,
     pub name: String,
-    pub local: Mutex<Local>,
+    /// Set by whoever has `local`: see [`ThreadBuf::try_claim`].
+    busy: AtomicBool,
+    /// Set once the capture has taken this buffer's last records.
+    pub closed: AtomicBool,
+    local: UnsafeCell<Local>,
+}
+
+// SAFETY: `local` is reached only through a `Claim`, and a `Claim` exists only
+// for whoever swapped `busy` from false to true, until it stores false again:
+// one party at a time. `Local` itself is `Send`.
+unsafe impl Sync for ThreadBuf {}
+
+impl ThreadBuf {
+    pub(crate) fn new(index: u32, tid: Tid, name: String, batch: Batch) -> ThreadBuf {
+        ThreadBuf {
+            index,
+            tid,
+            name,
+            busy: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            local: UnsafeCell::new(Local { batch, closed: false, last_new: None }),
+        }
+    }
+
+    /// Exclusive access to the buffer, unless another party has it (only the
+    /// writer thread, while it closes the buffer).
+    #[inline]
+    pub(crate) fn try_claim(&self) -> Option<Claim<'_>> {
+        if self.busy.swap(true, Ordering::Acquire) {
+            None
+        } else {
+            Some(Claim { buf: self })
+        }
+    }
+
+    /// Exclusive access, waiting for the owning thread to finish its record.
+    pub(crate) fn claim(&self) -> Claim<'_> {
+        loop {
+            if let Some(c) = self.try_claim() {
+                return c;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Exclusive access to a [`ThreadBuf`]'s records; released when dropped.
+pub(crate) struct Claim<'a> {
+    buf: &'a ThreadBuf,
+}
+
+impl std::ops::Deref for Claim<'_> {
+    type Target = Local;
+    fn deref(&self) -> &Local {
+        // SAFETY: this claim is the only access to `local` (see `ThreadBuf`).
+        unsafe { &*self.buf.local.get() }
+    }
+}
+
+impl std::ops::DerefMut for Claim<'_> {
+    fn deref_mut(&mut self) -> &mut Local {
+        // SAFETY: this claim is the only access to `local` (see `ThreadBuf`).
+        unsafe { &mut *self.buf.local.get() }
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.buf.busy.store(false, Ordering::Release);
+    }
 }
 
 pub(crate) struct Local {
@@ -152,12 +225,7 @@ impl Shared {
             Some(n) => n.to_string(),
             None => format!("thread-{tid}"),
         };
-        let buf = Arc::new(ThreadBuf {
-            index: threads.len() as u32,
-            tid,
-            name,
-            local: Mutex::new(Local { batch: self.fresh_batch(), closed: false, last_new: None }),
-        });
+        let buf = Arc::new(ThreadBuf::new(threads.len() as u32, tid, name, self.fresh_batch()));
         threads.push(buf.clone());
         Some(buf)
     }
@@ -169,12 +237,17 @@ pub(crate) fn next_capture_id() -> u64 {
     NEXT_CAPTURE.fetch_add(1, Ordering::Relaxed)
 }
 
-thread_local! {
-    /// This thread's buffers, one per capture it has recorded into.
-    static SLOTS: RefCell<Vec<(u64, Arc<ThreadBuf>)>> = const { RefCell::new(Vec::new()) };
+/// The hot path's per-thread state.
+struct Tls {
     /// Set while this thread is inside the hot path: a `Debug` impl that logs
-    /// while its value is being formatted must not re-enter (and deadlock).
-    static BUSY: Cell<bool> = const { Cell::new(false) };
+    /// while its value is being formatted must not re-enter.
+    busy: Cell<bool>,
+    /// This thread's buffers, one per capture it has recorded into.
+    slots: RefCell<Vec<(u64, Arc<ThreadBuf>)>>,
+}
+
+thread_local! {
+    static TLS: Tls = const { Tls { busy: Cell::new(false), slots: RefCell::new(Vec::new()) } };
 }
 
 /// The capture's `tracing` layer. Built by [`crate::Session`]; exposed so that a
@@ -196,27 +269,27 @@ impl CaptureLayer {
     fn with_local(&self, fill: impl FnOnce(&mut Local)) -> bool {
         let shared = &*self.shared;
         let id = shared.capture_id;
-        let done = BUSY.try_with(|busy| {
-            if busy.replace(true) {
+        let done = TLS.try_with(|tls| {
+            if tls.busy.replace(true) {
                 return false;
             }
-            let ok = SLOTS.with(|slots| {
+            let ok = 'ok: {
                 {
-                    let slots = slots.borrow();
+                    let slots = tls.slots.borrow();
                     if let Some((_, buf)) = slots.iter().find(|(c, _)| *c == id) {
-                        return self.fill_buf(buf, fill);
+                        break 'ok self.fill_buf(buf, fill);
                     }
                 }
                 let buf = {
-                    let mut slots = slots.borrow_mut();
-                    slots.retain(|(_, b)| !b.local.lock().closed);
-                    let Some(buf) = shared.register() else { return false };
+                    let mut slots = tls.slots.borrow_mut();
+                    slots.retain(|(_, b)| !b.closed.load(Ordering::Relaxed));
+                    let Some(buf) = shared.register() else { break 'ok false };
                     slots.push((id, buf.clone()));
                     buf
                 };
                 self.fill_buf(&buf, fill)
-            });
-            busy.set(false);
+            };
+            tls.busy.set(false);
             ok
         });
         if !matches!(done, Ok(true)) {
@@ -230,7 +303,7 @@ impl CaptureLayer {
     #[inline]
     fn fill_buf(&self, buf: &ThreadBuf, fill: impl FnOnce(&mut Local)) -> bool {
         let shared = &*self.shared;
-        let mut local = buf.local.lock();
+        let Some(mut local) = buf.try_claim() else { return false };
         if local.closed {
             return false;
         }
@@ -253,10 +326,10 @@ impl CaptureLayer {
     /// Hands the calling thread's partial batch to the writer.
     pub(crate) fn flush_local(&self) {
         let id = self.shared.capture_id;
-        let _ = SLOTS.try_with(|slots| {
-            let Ok(slots) = slots.try_borrow() else { return };
+        let _ = TLS.try_with(|tls| {
+            let Ok(slots) = tls.slots.try_borrow() else { return };
             if let Some((_, buf)) = slots.iter().find(|(c, _)| *c == id) {
-                let mut local = buf.local.lock();
+                let Some(mut local) = buf.try_claim() else { return };
                 if local.closed || local.batch.raws.is_empty() {
                     return;
                 }

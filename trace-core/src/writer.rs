@@ -387,8 +387,9 @@ impl Writer {
             threads
                 .iter()
                 .map(|b| {
-                    let mut local = b.local.lock();
+                    let mut local = b.claim();
                     local.closed = true;
+                    b.closed.store(true, Ordering::Relaxed);
                     (b.index, std::mem::take(&mut local.batch))
                 })
                 .collect()
