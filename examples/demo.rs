@@ -11,11 +11,29 @@
 //! `compile` (one child process, its exit code recorded on the span after it
 //! ends) and `link`. Stdout is the command's own result and is the same with
 //! and without capture.
+//!
+//! Built with `--features bench-uninstrumented`, it runs the command alone:
+//! no capture, and every `tracing` macro compiled out. That is the baseline of
+//! `scripts/bench-e2e.sh`.
 
 use std::io::{self, Read, Write};
 use std::process::{Command, ExitCode, Stdio};
 
 use tracing::{debug_span, info, info_span};
+
+// A helper thread records into the capture, if there is one.
+#[cfg(not(feature = "bench-uninstrumented"))]
+use cabin_trace::spawn;
+
+/// Without instrumentation, a plain named thread.
+#[cfg(feature = "bench-uninstrumented")]
+fn spawn<T, F>(name: String, f: F) -> io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    std::thread::Builder::new().name(name).spawn(f)
+}
 
 struct Args {
     spans: u64,
@@ -74,7 +92,7 @@ fn fetch(n: u64, threads: u64) -> u64 {
     let _phase = info_span!("fetch", threads).entered();
     let helpers: Vec<_> = (0..threads)
         .map(|t| {
-            cabin_trace::spawn(format!("fetch-{t}"), move || {
+            spawn(format!("fetch-{t}"), move || {
                 let mut total = 0;
                 for i in (t..n).step_by(threads as usize) {
                     let bytes = bytes_of(i);
@@ -134,6 +152,49 @@ fn build(args: &Args) -> Result<String, String> {
     ))
 }
 
+/// Runs the command, under capture when `CABIN_TRACE_DIR` is set, and says
+/// what the capture wrote. `Err` is the exit code of a refused configuration.
+#[cfg(not(feature = "bench-uninstrumented"))]
+fn run(args: &Args) -> Result<Result<String, String>, ExitCode> {
+    let capture = match cabin_trace::Capture::from_env(cabin_trace::CABIN_PREFIX) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Err(ExitCode::from(2));
+        }
+    };
+    if !capture.is_enabled() {
+        eprintln!("demo: capture is off; set CABIN_TRACE_DIR=<dir> to write a trace of this run");
+    }
+    let (result, report) = match capture.run_with_report("build", || build(args)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Err(ExitCode::from(2));
+        }
+    };
+    if let Some(report) = report {
+        for f in &report.files {
+            if f.complete {
+                eprintln!("demo: wrote {}", f.path.display());
+            }
+        }
+        if let Some(summary) = report.files.iter().find(|f| f.complete && f.sink == "summary") {
+            if let Ok(t) = cabin_trace::Timings::from_path(&summary.path) {
+                eprint!("{}", t.table(8));
+            }
+        }
+    }
+    Ok(result)
+}
+
+/// The baseline of the end-to-end benchmark (`--features bench-uninstrumented`):
+/// the command alone, with no capture and every `tracing` macro compiled out.
+#[cfg(feature = "bench-uninstrumented")]
+fn run(args: &Args) -> Result<Result<String, String>, ExitCode> {
+    Ok(build(args))
+}
+
 fn main() -> ExitCode {
     let mut argv = std::env::args().skip(1);
     if argv.next().as_deref() == Some("--child-compile") {
@@ -150,35 +211,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let capture = match cabin_trace::Capture::from_env(cabin_trace::CABIN_PREFIX) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+    let result = match run(&args) {
+        Ok(result) => result,
+        Err(code) => return code,
     };
-    if !capture.is_enabled() {
-        eprintln!("demo: capture is off; set CABIN_TRACE_DIR=<dir> to write a trace of this run");
-    }
-    let (result, report) = match capture.run_with_report("build", || build(&args)) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if let Some(report) = report {
-        for f in &report.files {
-            if f.complete {
-                eprintln!("demo: wrote {}", f.path.display());
-            }
-        }
-        if let Some(summary) = report.files.iter().find(|f| f.complete && f.sink == "summary") {
-            if let Ok(t) = cabin_trace::Timings::from_path(&summary.path) {
-                eprint!("{}", t.table(8));
-            }
-        }
-    }
     match result {
         Ok(out) => {
             // The command's own output; a closed stdout is not the capture's business.

@@ -1,0 +1,383 @@
+//! What the benchmark binaries share: the harness settings, the record of
+//! every timed sample (for the tables printed at the end of a run), a writer
+//! that counts what it is given, an independent reader of Perfetto and Chrome
+//! output for the checks, and the scratch directory traces go to.
+//!
+//! Each benchmark binary includes this module with `mod support;` and uses
+//! only part of it.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use criterion::Criterion;
+
+/// Samples per benchmark; `--sample-size N` on the command line overrides it.
+pub const SAMPLE_SIZE: usize = 25;
+
+/// The harness every binary uses: short runs, so that `cargo bench` stays
+/// within minutes on a two-core machine. Command-line flags override these.
+pub fn criterion() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_millis(2500))
+        .sample_size(SAMPLE_SIZE)
+        .configure_from_args()
+}
+
+/// The number of measured samples criterion takes per benchmark in this run.
+pub fn sample_size() -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--sample-size")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(SAMPLE_SIZE)
+}
+
+/// Every `(iterations, time)` pair a benchmark's routine reported, in order.
+type Samples = BTreeMap<(String, String), Vec<(u64, Duration)>>;
+
+fn samples() -> &'static Mutex<Samples> {
+    static SAMPLES: OnceLock<Mutex<Samples>> = OnceLock::new();
+    SAMPLES.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+/// Notes one call of a benchmark's routine. Criterion calls the routine during
+/// warm-up with doubling iteration counts, then once per measured sample.
+pub fn record(group: &str, id: &str, iters: u64, time: Duration) {
+    let mut all = samples().lock().unwrap_or_else(|e| e.into_inner());
+    all.entry((group.to_string(), id.to_string())).or_default().push((iters, time));
+}
+
+/// The median time per iteration over the measured samples, in nanoseconds:
+/// the same statistic as criterion's "median" point estimate. `None` when the
+/// benchmark did not run or ran in test mode (one iteration, no samples).
+pub fn median_ns(group: &str, id: &str) -> Option<f64> {
+    let all = samples().lock().unwrap_or_else(|e| e.into_inner());
+    let calls = all.get(&(group.to_string(), id.to_string()))?;
+    let n = sample_size();
+    if calls.len() <= n {
+        return None;
+    }
+    let mut per_iter: Vec<f64> =
+        calls[calls.len() - n..].iter().map(|(iters, t)| t.as_nanos() as f64 / *iters as f64).collect();
+    per_iter.sort_by(|a, b| a.total_cmp(b));
+    Some(if n % 2 == 1 { per_iter[n / 2] } else { (per_iter[n / 2 - 1] + per_iter[n / 2]) / 2.0 })
+}
+
+/// A number for a table: three significant digits, thousands separated.
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".to_string();
+    }
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    let s = format!("{v:.digits$}");
+    let (int, frac) = s.split_once('.').map_or((s.as_str(), None), |(i, f)| (i, Some(f)));
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    match frac {
+        Some(f) => format!("{grouped}.{f}"),
+        None => grouped,
+    }
+}
+
+/// A ratio for a table, e.g. `0.42x`.
+pub fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".to_string(),
+    }
+}
+
+/// A cell holding a median, or `-` when it was not measured.
+pub fn cell(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), num)
+}
+
+/// Prints a markdown table.
+pub fn print_table(title: &str, header: &[&str], rows: &[Vec<String>]) {
+    println!("\n{title}\n");
+    println!("| {} |", header.join(" | "));
+    let align: Vec<&str> =
+        header.iter().enumerate().map(|(i, _)| if i == 0 { "---" } else { "---:" }).collect();
+    println!("| {} |", align.join(" | "));
+    for r in rows {
+        println!("| {} |", r.join(" | "));
+    }
+}
+
+/// The machine and the moment, for the record that goes with the tables.
+pub fn print_machine() {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_string());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!("\n{}; machine: {cores} cores, {cpu}, Linux {kernel}", utc_now());
+}
+
+/// The current time as `YYYY-MM-DD HH:MM UTC`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    // Days since the epoch to a civil date (Howard Hinnant's algorithm).
+    let days = (secs / 86_400) as i64 + 719_468;
+    let era = days.div_euclid(146_097);
+    let doe = days.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m) = (secs % 86_400 / 3600, secs % 3600 / 60);
+    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02} UTC")
+}
+
+/// A shared counter of bytes, newlines and flushes that a writer on another
+/// thread updates.
+#[derive(Clone, Debug, Default)]
+pub struct Counts {
+    bytes: Arc<AtomicU64>,
+    newlines: Arc<AtomicU64>,
+    flushes: Arc<AtomicU64>,
+    kept: Option<Arc<Mutex<Vec<u8>>>>,
+}
+
+impl Counts {
+    /// Counts bytes and flushes only.
+    pub fn new() -> Counts {
+        Counts::default()
+    }
+
+    /// Also keeps every byte, for a check that parses the output.
+    pub fn keeping() -> Counts {
+        Counts { kept: Some(Arc::new(Mutex::new(Vec::new()))), ..Counts::default() }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    pub fn newlines(&self) -> u64 {
+        self.newlines.load(Ordering::Acquire)
+    }
+
+    pub fn flushes(&self) -> u64 {
+        self.flushes.load(Ordering::Acquire)
+    }
+
+    /// The bytes kept so far (empty unless built with [`Counts::keeping`]).
+    pub fn kept(&self) -> Vec<u8> {
+        self.kept.as_ref().map(|k| k.lock().unwrap_or_else(|e| e.into_inner()).clone()).unwrap_or_default()
+    }
+
+    /// A writer that drops what it is given and counts it.
+    pub fn writer(&self, count_newlines: bool) -> CountingWriter {
+        CountingWriter { counts: self.clone(), count_newlines }
+    }
+}
+
+/// A null writer that counts: [`Counts::writer`].
+#[derive(Clone, Debug)]
+pub struct CountingWriter {
+    counts: Counts,
+    count_newlines: bool,
+}
+
+impl Write for CountingWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.counts.bytes.fetch_add(buf.len() as u64, Ordering::Release);
+        if self.count_newlines {
+            let n = buf.iter().filter(|b| **b == b'\n').count() as u64;
+            self.counts.newlines.fetch_add(n, Ordering::Release);
+        }
+        if let Some(k) = &self.counts.kept {
+            k.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.counts.flushes.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// What a Perfetto trace holds, counted by an independent reader of the
+/// protobuf wire format (it knows only the field numbers it needs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PerfettoCounts {
+    pub packets: u64,
+    pub slice_begins: u64,
+    pub slice_ends: u64,
+    pub instants: u64,
+}
+
+fn varint(bytes: &[u8], pos: &mut usize) -> Result<u64, String> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *bytes.get(*pos).ok_or("a varint runs past the end")?;
+        *pos += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err("a varint longer than 10 bytes".to_string())
+}
+
+/// Calls `f(field, wire_type, payload)` for each field of a message; a varint's
+/// payload is its value in `Ok`, a length-delimited field's is its bytes.
+fn fields<'a>(
+    msg: &'a [u8],
+    mut f: impl FnMut(u64, Result<u64, &'a [u8]>) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut pos = 0;
+    while pos < msg.len() {
+        let key = varint(msg, &mut pos)?;
+        let (field, wire) = (key >> 3, key & 7);
+        match wire {
+            0 => {
+                let v = varint(msg, &mut pos)?;
+                f(field, Ok(v))?;
+            }
+            1 => pos += 8,
+            2 => {
+                let len = varint(msg, &mut pos)? as usize;
+                let end =
+                    pos.checked_add(len).filter(|e| *e <= msg.len()).ok_or("a field runs past the end")?;
+                f(field, Err(&msg[pos..end]))?;
+                pos = end;
+            }
+            5 => pos += 4,
+            w => return Err(format!("wire type {w} of field {field} is not used by Perfetto traces")),
+        }
+    }
+    if pos == msg.len() {
+        Ok(())
+    } else {
+        Err("a fixed-width field runs past the end".to_string())
+    }
+}
+
+/// Counts the `TrackEvent`s of a `perfetto.protos.Trace` by type
+/// (`Trace.packet` = 1, `TracePacket.track_event` = 11, `TrackEvent.type` = 9).
+pub fn perfetto_counts(trace: &[u8]) -> Result<PerfettoCounts, String> {
+    let mut c = PerfettoCounts::default();
+    fields(trace, |field, payload| {
+        let (1, Err(packet)) = (field, payload) else {
+            return Err(format!("a top-level field {field} that is not a packet"));
+        };
+        c.packets += 1;
+        fields(packet, |field, payload| {
+            if let (11, Err(event)) = (field, payload) {
+                fields(event, |field, payload| {
+                    if let (9, Ok(kind)) = (field, payload) {
+                        match kind {
+                            1 => c.slice_begins += 1,
+                            2 => c.slice_ends += 1,
+                            3 => c.instants += 1,
+                            _ => {}
+                        }
+                    }
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })
+    })?;
+    Ok(c)
+}
+
+/// What a Chrome trace-event JSON array holds, for one span name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChromeCounts {
+    /// Entries of any kind.
+    pub entries: u64,
+    /// Spans of the name: `B` and `X` entries (an `E` closes a `B`).
+    pub spans: u64,
+    /// Instant (`i`) entries.
+    pub instants: u64,
+}
+
+/// Parses a Chrome trace and counts spans named `span` and instants.
+pub fn chrome_counts(json: &[u8], span: &str) -> Result<ChromeCounts, String> {
+    let v: serde_json::Value = serde_json::from_slice(json).map_err(|e| format!("not JSON: {e}"))?;
+    let array = v.as_array().ok_or("not a JSON array")?;
+    let mut c = ChromeCounts { entries: array.len() as u64, ..ChromeCounts::default() };
+    for e in array {
+        match e["ph"].as_str() {
+            Some("B" | "X") if e["name"] == span => c.spans += 1,
+            Some("i" | "I") => c.instants += 1,
+            _ => {}
+        }
+    }
+    Ok(c)
+}
+
+/// A directory for trace files, in memory where the system has one, so that
+/// writing them costs no disk I/O. Removed when dropped.
+pub struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(what: &str) -> Scratch {
+        let shm = Path::new("/dev/shm");
+        let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+        let dir = base.join(format!("cabin-trace-bench-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the benchmark's scratch directory");
+        Scratch { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The ids of this process's threads (Linux; empty elsewhere).
+pub fn thread_ids() -> Vec<u64> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    let mut ids: Vec<u64> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// CPU time a thread of this process has run, in nanoseconds (Linux's
+/// schedstat; `None` elsewhere or once the thread has exited).
+pub fn thread_cpu_ns(tid: u64) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
