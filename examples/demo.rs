@@ -200,7 +200,7 @@ fn main() -> ExitCode {
     if argv.next().as_deref() == Some("--child-compile") {
         // The child: a stand-in compiler that does some work and prints its count.
         let n: u64 = argv.next().and_then(|v| v.parse().ok()).unwrap_or(0);
-        let units = (0..n).filter(|i| work(*i, 50) % 2 == 0).count() + 1;
+        let units = (0..n).filter(|i| work(*i, 50).is_multiple_of(2)).count() + 1;
         println!("{units}");
         return ExitCode::SUCCESS;
     }

@@ -139,7 +139,7 @@ pub(crate) fn delta(
 
     if kept.is_empty() {
         let old_version = format::version_as_ninja_reads_it(old.first);
-        let everyone_starts_over = old_version.map_or(true, |v| v < format::OLDEST_VERSION_KEPT);
+        let everyone_starts_over = old_version.is_none_or(|v| v < format::OLDEST_VERSION_KEPT);
         let newer_starts_over = format::VERSIONS_THAT_START_OVER.contains(&h.version) && old.first != h.line;
         if !(everyone_starts_over || newer_starts_over) {
             return unavailable(replaced(before_path, &old, after_path, &h, &lines));

@@ -28,7 +28,7 @@ fn busy(text: &str) -> Vec<u8> {
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let header = lines.next().unwrap_or_default();
     let mut drawn = vec![header.to_owned()];
-    drawn.extend(std::iter::repeat(F.to_owned()).take(101));
+    drawn.extend(std::iter::repeat_n(F.to_owned(), 101));
     drawn.extend(lines.map(str::to_owned));
     log(&drawn.join("\n"))
 }

@@ -477,7 +477,7 @@ mod tests {
                     site,
                     fields: &fields,
                     recorded: &fields[..1],
-                    unclosed: ts % 20 == 0,
+                    unclosed: ts.is_multiple_of(20),
                 },
                 Event::Lane(LaneSlice {
                     lane: "ninja",

@@ -162,7 +162,7 @@ impl World {
         let id = self.path?;
         let file = &self.files[id];
         let read = ninja_reads_version(&file.header);
-        if read.map_or(true, |v| v < 4) || (version >= 6 && read != Some(i64::from(version))) {
+        if read.is_none_or(|v| v < 4) || (version >= 6 && read != Some(i64::from(version))) {
             self.path = None;
             return None;
         }

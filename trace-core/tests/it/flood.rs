@@ -25,7 +25,7 @@ impl Sink for Slow {
             self.delivered.fetch_add(1, Ordering::Relaxed);
         }
         self.n += 1;
-        if self.n % 1000 == 0 {
+        if self.n.is_multiple_of(1000) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         Ok(())
