@@ -127,7 +127,7 @@ impl ThreadBuf {
             name,
             busy: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            local: UnsafeCell::new(Local { batch, closed: false, last_new: None }),
+            local: UnsafeCell::new(Local { batch, closed: false }),
         }
     }
 
@@ -182,9 +182,6 @@ impl Drop for Claim<'_> {
 pub(crate) struct Local {
     pub batch: Batch,
     pub closed: bool,
-    /// The span this thread created last, and its callsite: most spans are
-    /// entered right where they are created, so `on_enter` rarely needs a lookup.
-    pub last_new: Option<(u64, &'static Metadata<'static>)>,
 }
 
 /// State shared by the layer, the writer thread and the session.
@@ -244,10 +241,16 @@ struct Tls {
     busy: Cell<bool>,
     /// This thread's buffers, one per capture it has recorded into.
     slots: RefCell<Vec<(u64, Arc<ThreadBuf>)>>,
+    /// The span this thread created last (capture, span id, callsite): most
+    /// spans are entered, exited and closed right where they are created, so
+    /// `on_enter` rarely needs a registry lookup, and a span that cannot hold
+    /// fields needs neither a creation nor a close record.
+    last_new: Cell<Option<(u64, u64, &'static Metadata<'static>)>>,
 }
 
 thread_local! {
-    static TLS: Tls = const { Tls { busy: Cell::new(false), slots: RefCell::new(Vec::new()) } };
+    static TLS: Tls =
+        const { Tls { busy: Cell::new(false), slots: RefCell::new(Vec::new()), last_new: Cell::new(None) } };
 }
 
 /// The capture's `tracing` layer. Built by [`crate::Session`]; exposed so that a
@@ -363,11 +366,6 @@ impl CaptureLayer {
         record: impl FnOnce(&mut dyn Visit),
     ) {
         let _ = self.with_local(|l| {
-            if kind == Kind::NewSpan {
-                if let Some(meta) = meta {
-                    l.last_new = Some((id, meta));
-                }
-            }
             let b = &mut l.batch;
             let start = b.values.len();
             record(&mut FieldVisitor { batch: b });
@@ -442,7 +440,14 @@ where
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
         let meta = attrs.metadata();
-        self.push_fields(Kind::NewSpan, id.into_u64(), 0, Some(meta), |v| attrs.record(v));
+        let id = id.into_u64();
+        let capture = self.shared.capture_id;
+        let _ = TLS.try_with(|t| t.last_new.set(Some((capture, id, meta))));
+        // A span that declares no field can never hold a value: the writer
+        // needs nothing from its creation (its enter carries the callsite).
+        if !meta.fields().is_empty() {
+            self.push_fields(Kind::NewSpan, id, 0, Some(meta), |v| attrs.record(v));
+        }
     }
 
     fn on_record(&self, span: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
@@ -455,28 +460,16 @@ where
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         let ts = self.shared.rel_now();
-        let id = id.into_u64();
-        let mut known = false;
-        let ran = self.with_local(|l| {
-            if let Some((last, meta)) = l.last_new {
-                if last == id {
-                    known = true;
-                    l.batch.raws.push(Raw {
-                        kind: Kind::Enter,
-                        id,
-                        ts,
-                        meta: Some(meta),
-                        fields_start: 0,
-                        fields_len: 0,
-                    });
-                }
-            }
-        });
-        if ran && !known {
-            // Entered away from where it was created: ask the registry.
-            let meta = ctx.metadata(&Id::from_u64(id));
-            self.push(Kind::Enter, id, ts, meta);
-        }
+        let id_u64 = id.into_u64();
+        let capture = self.shared.capture_id;
+        let known = TLS
+            .try_with(|t| t.last_new.get())
+            .ok()
+            .flatten()
+            .and_then(|(c, i, meta)| (c == capture && i == id_u64).then_some(meta));
+        // Entered away from where it was created: ask the registry.
+        let meta = known.or_else(|| ctx.metadata(id));
+        self.push(Kind::Enter, id_u64, ts, meta);
     }
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
@@ -485,7 +478,21 @@ where
     }
 
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
-        self.push(Kind::Close, id.into_u64(), 0, None);
+        let id = id.into_u64();
+        let capture = self.shared.capture_id;
+        let fieldless = TLS
+            .try_with(|t| match t.last_new.get() {
+                Some((c, i, meta)) if c == capture && i == id => {
+                    t.last_new.set(None);
+                    meta.fields().is_empty()
+                }
+                _ => false,
+            })
+            .unwrap_or(false);
+        // The writer keeps state only for spans with fields; a close tells it to drop it.
+        if !fieldless {
+            self.push(Kind::Close, id, 0, None);
+        }
     }
 
     fn on_event(&self, event: &TEvent<'_>, _ctx: Context<'_, S>) {

@@ -44,17 +44,19 @@ pub fn unix_ms() -> u64 {
 pub fn startup_us() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
-        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-        // The command name (field 2) may hold spaces and parentheses: skip past its last ')'.
-        let rest = &stat[stat.rfind(')')? + 1..];
-        let start_ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        if hz <= 0 {
-            return None;
-        }
+        // The process's start never changes: read it once per process.
+        static START_US: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+        let start_us = (*START_US.get_or_init(|| {
+            let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+            // The command name (field 2) may hold spaces and parentheses: skip past its last ')'.
+            let rest = &stat[stat.rfind(')')? + 1..];
+            let start_ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+            // SAFETY: sysconf has no preconditions.
+            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+            (hz > 0).then(|| start_ticks * 1_000_000 / hz as u64)
+        }))?;
         let now_us = clock_ns(libc::CLOCK_BOOTTIME)? / 1_000;
-        Some(now_us.saturating_sub(start_ticks * 1_000_000 / hz as u64))
+        Some(now_us.saturating_sub(start_us))
     }
     #[cfg(not(target_os = "linux"))]
     {

@@ -133,7 +133,7 @@ impl Session {
                 Ok(file) => {
                     files.push(SinkFile {
                         sink,
-                        out: CheckedWriter::new(BufWriter::with_capacity(64 * 1024, file)),
+                        out: CheckedWriter::new(BufWriter::with_capacity(16 * 1024, file)),
                         path,
                         error: None,
                     });
@@ -177,6 +177,8 @@ impl Session {
         let writer_shared = shared.clone();
         let writer = std::thread::Builder::new()
             .name("trace-writer".into())
+            // The writer keeps its state on the heap; a small stack is cheaper to map.
+            .stack_size(256 * 1024)
             .spawn(move || writer::run(writer_shared, rx, recycle_tx, files, start));
         let writer = match writer {
             Ok(w) => w,
