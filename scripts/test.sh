@@ -1,9 +1,11 @@
 #!/bin/sh
 # Runs every test of the workspace: installs the tools the tests need, then
 # `cargo test --workspace` (which also builds the examples the tests run).
-# Extra arguments go to cargo test.
+# Tests print their figures (the `reliability:` lines that docs/reliability.md
+# quotes, the Perfetto size), so output is not captured. Extra arguments go to
+# cargo test before `--`.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-test-tools.sh"
 cd "$root"
-exec cargo test --workspace "$@"
+exec cargo test --workspace "$@" -- --nocapture
