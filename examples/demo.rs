@@ -7,7 +7,8 @@
 //!
 //! Phases (info spans): `resolve` (one debug `resolve_package` span per
 //! package, with `requests` and `rounds` fields), `fetch` (`--threads` helper
-//! threads, one debug `download` span per package, with a `bytes` field),
+//! threads, each an info `fetch_worker` span holding one debug `download`
+//! span per package, with a `bytes` field),
 //! `compile` (one child process, its exit code recorded on the span after it
 //! ends) and `link`. Stdout is the command's own result and is the same with
 //! and without capture.
@@ -93,6 +94,7 @@ fn fetch(n: u64, threads: u64) -> u64 {
     let helpers: Vec<_> = (0..threads)
         .map(|t| {
             spawn(format!("fetch-{t}"), move || {
+                let _worker = info_span!("fetch_worker", worker = t).entered();
                 let mut total = 0;
                 for i in (t..n).step_by(threads as usize) {
                     let bytes = bytes_of(i);

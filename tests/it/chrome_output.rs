@@ -80,6 +80,18 @@ pub fn check(path: &Path, pid: Option<u64>) -> (BTreeMap<u64, String>, Vec<Slice
 }
 
 #[test]
+fn at_the_default_filter_the_demo_trace_holds_spans_of_the_main_and_both_helper_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo(&[], &[("CABIN_TRACE_DIR", dir.path())]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (threads, slices) = check(&one(dir.path(), ".trace.json"), None);
+    for name in ["main", "fetch-0", "fetch-1"] {
+        let (tid, _) = threads.iter().find(|(_, n)| *n == name).unwrap_or_else(|| panic!("no lane {name}"));
+        assert!(slices.iter().any(|s| s.tid == *tid), "thread {name} has spans");
+    }
+}
+
+#[test]
 fn the_demo_trace_is_well_formed_with_every_thread_named_and_every_span_closed() {
     let dir = tempfile::tempdir().unwrap();
     let out = demo(
@@ -99,6 +111,7 @@ fn the_demo_trace_is_well_formed_with_every_thread_named_and_every_span_closed()
     for phase in ["command", "resolve", "fetch", "compile", "run_compiler", "link"] {
         assert_eq!(count(phase), 1, "{phase}");
     }
+    assert_eq!(count("fetch_worker"), 2);
     // Downloads happen on the helper threads, nowhere else.
     let main_tid = threads.iter().find(|(_, n)| *n == "main").map(|(t, _)| *t).unwrap();
     assert!(slices.iter().filter(|s| s.name == "download").all(|s| s.tid != main_tid));
