@@ -194,6 +194,24 @@ impl ChromeSink {
         self.line.extend_from_slice(b"}}");
     }
 
+    /// Starts an event with a time: name, category, phase, ids and `ts`; the
+    /// caller adds what follows and the closing brace.
+    fn timed(&mut self, name: &str, cat: Option<&str>, ph: &[u8], (pid, tid): (u64, u64), ts: u64) {
+        self.open();
+        let l = &mut self.line;
+        l.extend_from_slice(br#""name":"#);
+        string(l, name);
+        if let Some(cat) = cat {
+            l.extend_from_slice(br#","cat":"#);
+            string(l, cat);
+        }
+        l.extend_from_slice(br#","ph":"#);
+        l.extend_from_slice(ph);
+        ids(l, pid, tid);
+        l.extend_from_slice(br#","ts":"#);
+        micros(l, ts);
+    }
+
     fn lane_ids(&mut self, out: &mut dyn Write, lane: &LaneSlice<'_>) -> io::Result<(u64, u64)> {
         let index = match self.lanes.iter().position(|(n, _)| n == lane.lane) {
             Some(i) => i,
@@ -245,57 +263,24 @@ impl Sink for ChromeSink {
                 self.metadata("thread_name", pid, thread, "name", Some(name), 0);
             }
             Event::SpanBegin { thread, ts, site, fields } => {
-                self.open();
-                let l = &mut self.line;
-                l.extend_from_slice(br#""name":"#);
-                string(l, site.name);
-                l.extend_from_slice(br#","cat":"#);
-                string(l, site.target);
-                l.extend_from_slice(br#","ph":"B""#);
-                ids(l, pid, thread);
-                l.extend_from_slice(br#","ts":"#);
-                micros(l, ts);
-                args(l, fields, false);
-                l.push(b'}');
+                self.timed(site.name, Some(site.target), br#""B""#, (pid, thread), ts);
+                args(&mut self.line, fields, false);
+                self.line.push(b'}');
             }
             Event::SpanEnd { thread, ts, site, recorded, unclosed, .. } => {
-                self.open();
-                let l = &mut self.line;
-                l.extend_from_slice(br#""name":"#);
-                string(l, site.name);
-                l.extend_from_slice(br#","ph":"E""#);
-                ids(l, pid, thread);
-                l.extend_from_slice(br#","ts":"#);
-                micros(l, ts);
-                args(l, recorded, unclosed);
-                l.push(b'}');
+                self.timed(site.name, None, br#""E""#, (pid, thread), ts);
+                args(&mut self.line, recorded, unclosed);
+                self.line.push(b'}');
             }
             Event::Instant { thread, ts, site, fields } => {
-                self.open();
-                let l = &mut self.line;
-                l.extend_from_slice(br#""name":"#);
-                string(l, site.name);
-                l.extend_from_slice(br#","cat":"#);
-                string(l, site.target);
-                l.extend_from_slice(br#","ph":"i","s":"t""#);
-                ids(l, pid, thread);
-                l.extend_from_slice(br#","ts":"#);
-                micros(l, ts);
-                args(l, fields, false);
-                l.push(b'}');
+                self.timed(site.name, Some(site.target), br#""i","s":"t""#, (pid, thread), ts);
+                args(&mut self.line, fields, false);
+                self.line.push(b'}');
             }
             Event::Lane(ref slice) => {
                 let (lpid, tid) = self.lane_ids(out, slice)?;
-                self.open();
+                self.timed(slice.name, Some(slice.lane), br#""X""#, (lpid, tid), slice.begin_ns);
                 let l = &mut self.line;
-                l.extend_from_slice(br#""name":"#);
-                string(l, slice.name);
-                l.extend_from_slice(br#","cat":"#);
-                string(l, slice.lane);
-                l.extend_from_slice(br#","ph":"X""#);
-                ids(l, lpid, tid);
-                l.extend_from_slice(br#","ts":"#);
-                micros(l, slice.begin_ns);
                 l.extend_from_slice(br#","dur":"#);
                 micros(l, slice.end_ns.saturating_sub(slice.begin_ns));
                 args(l, slice.fields, false);
