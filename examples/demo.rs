@@ -99,7 +99,7 @@ fn fetch(n: u64, threads: u64) -> u64 {
                 for i in (t..n).step_by(threads as usize) {
                     let bytes = bytes_of(i);
                     let _dl = debug_span!("download", index = i, bytes).entered();
-                    work(i, bytes);
+                    std::hint::black_box(work(i, bytes));
                     total += bytes;
                 }
                 total
