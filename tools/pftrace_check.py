@@ -3,12 +3,17 @@
 Rust code that wrote them.
 
 Usage:
-    .tools/py/bin/python tools/pftrace_check.py [--concat] [--dump-slices] FILE...
+    .tools/py/bin/python tools/pftrace_check.py [--concat] [--dump-slices] [--inflate OUT] FILE...
 
 The decoder is the `perfetto` package's generated classes for the whole trace
 schema (install them with scripts/install-perfetto.sh). For each file, and with
 --concat also for all the files concatenated in the order given, it checks:
 
+- a packet holding `compressed_packets` holds nothing else, and its bytes
+  inflate (zlib) to a run of `Trace.packet` entries with no compressed packet
+  among them; every check below then reads the inflated packets in place of
+  the compressed one, as the trace processor does (so byte offsets in
+  messages are offsets in the inflated trace, which --inflate writes out);
 - the bytes decode as a `perfetto.protos.Trace` holding at least one packet,
   and no message anywhere in it carries a field the schema does not know;
 - no repeated scalar field of a TrackEvent (or of TrackEventDefaults) is
@@ -39,6 +44,10 @@ Thread tracks carry pid, tid and thread; external lanes carry "lane" (the
 parent track's name) instead. Times are CLOCK_MONOTONIC nanoseconds. With
 --concat only the concatenation is dumped.
 
+--inflate OUT writes the trace with every compressed packet replaced by the
+packets it holds (the concatenation with --concat, else the one FILE), for
+`protoc --decode=perfetto.protos.Trace` to print in full.
+
 Exit status: 0 when every check passed, 1 with one line on stderr per failure,
 2 when the files or the decoder cannot be used.
 """
@@ -46,6 +55,7 @@ Exit status: 0 when every check passed, 1 with one line on stderr per failure,
 import argparse
 import json
 import sys
+import zlib
 
 INSTALL_HINT = "run scripts/install-perfetto.sh and use .tools/py/bin/python"
 
@@ -77,6 +87,7 @@ KNOWN_UNPACKED = {3, 12, 31, 45, 46, 47, 48}
 TRACE_PACKET = pb.Trace.DESCRIPTOR.fields_by_name["packet"].number
 PACKET_TRACK_EVENT = pb.TracePacket.DESCRIPTOR.fields_by_name["track_event"].number
 PACKET_DEFAULTS = pb.TracePacket.DESCRIPTOR.fields_by_name["trace_packet_defaults"].number
+PACKET_COMPRESSED = pb.TracePacket.DESCRIPTOR.fields_by_name["compressed_packets"].number
 DEFAULTS_TRACK_EVENT = pb.TracePacketDefaults.DESCRIPTOR.fields_by_name["track_event_defaults"].number
 
 MAX_ERRORS_SHOWN = 40
@@ -192,6 +203,62 @@ def check_raw(data, errors):
                                            "TrackEventDefaults", where, errors)
     except RawError as e:
         errors.add("raw bytes", str(e))
+
+
+def put_varint(out, value):
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def inflate_packets(data, errors):
+    """The trace with each compressed packet replaced by the packets it holds,
+    and how many compressed packets there were."""
+    buf = memoryview(data)
+    out = bytearray()
+    compressed = 0
+    try:
+        for index, (number, wire, value, at) in enumerate(raw_fields(buf, 0)):
+            if number != TRACE_PACKET or wire != 2:
+                continue  # check_raw names it
+            start, end = value
+            packet = buf[start:end]
+            fields = list(raw_fields(packet, start))
+            blobs = [f for f in fields if f[0] == PACKET_COMPRESSED]
+            if not blobs:
+                out.append(buf[at])
+                put_varint(out, end - start)
+                out += packet
+                continue
+            compressed += 1
+            where = f"packet {index} (byte {at})"
+            others = sorted({f[0] for f in fields if f[0] != PACKET_COMPRESSED})
+            if others or len(blobs) > 1 or blobs[0][1] != 2:
+                errors.add(where, f"holds compressed_packets along with field(s) {others or [PACKET_COMPRESSED]}: "
+                                  "the trace processor reads only the compressed packets")
+                continue
+            (bstart, bend) = blobs[0][2]
+            try:
+                inner = zlib.decompress(bytes(packet[bstart:bend]))
+            except zlib.error as e:
+                errors.add(where, f"compressed_packets do not inflate as a zlib stream: {e}")
+                continue
+            try:
+                for inum, iwire, ivalue, iat in raw_fields(memoryview(inner), 0):
+                    if inum != TRACE_PACKET or iwire != 2:
+                        errors.add(where, f"inflates to field {inum} (wire type {iwire}) at byte {iat}, "
+                                          "not a Trace.packet entry")
+                    elif any(f[0] == PACKET_COMPRESSED
+                             for f in raw_fields(memoryview(inner)[ivalue[0]:ivalue[1]], 0)):
+                        errors.add(where, "holds a compressed packet inside a compressed packet")
+            except RawError as e:
+                errors.add(where, f"inflates to bytes that are not packets: {e}")
+                continue
+            out += inner
+    except RawError:
+        return data, compressed  # check_raw reports it
+    return bytes(out), compressed
 
 
 # --- the decoded walk ----------------------------------------------------------------------
@@ -491,10 +558,13 @@ def slices(tracks, errors):
 
 
 def check(label, data):
+    """Runs every check on one input; returns its errors, its dump records,
+    its tracks, the inflated trace and how many compressed packets it held."""
     errors = Errors(label)
-    tracks = check_trace(data, errors)
+    inflated, compressed = inflate_packets(data, errors)
+    tracks = check_trace(inflated, errors)
     records = slices(tracks, errors)
-    return errors, records, tracks
+    return errors, records, tracks, inflated, compressed
 
 
 def main():
@@ -504,7 +574,12 @@ def main():
                         help="also check the files concatenated, in the order given")
     parser.add_argument("--dump-slices", action="store_true",
                         help="print each slice and instant as a JSON line on stdout")
+    parser.add_argument("--inflate", metavar="OUT",
+                        help="write the trace with its compressed packets inflated to OUT")
     args = parser.parse_args()
+    if args.inflate and len(args.files) > 1 and not args.concat:
+        print("pftrace_check: --inflate takes one FILE, or several with --concat", file=sys.stderr)
+        return 2
 
     blobs = []
     for path in args.files:
@@ -523,15 +598,24 @@ def main():
     failed = False
     dumped = []
     for label, data, dump in inputs:
-        errors, records, tracks = check(label, data)
+        errors, records, tracks, inflated, compressed = check(label, data)
         if errors.items:
             failed = True
             errors.report()
         else:
             count = sum(1 for r in records if r["kind"] == "slice")
-            print(f"{label}: ok ({len(data)} bytes, {len(tracks)} tracks, {count} slices)", file=sys.stderr)
+            packed = (f", {compressed} compressed packets inflating to {len(inflated)} bytes"
+                      if compressed else "")
+            print(f"{label}: ok ({len(data)} bytes{packed}, {len(tracks)} tracks, {count} slices)", file=sys.stderr)
         if dump:
             dumped += records
+            if args.inflate:
+                try:
+                    with open(args.inflate, "wb") as f:
+                        f.write(inflated)
+                except OSError as e:
+                    print(f"pftrace_check: cannot write {args.inflate}: {e}", file=sys.stderr)
+                    return 2
     if args.dump_slices:
         for record in dumped:
             print(json.dumps(record, sort_keys=True))

@@ -289,14 +289,20 @@ fn fields<'a>(
 /// (`Trace.packet` = 1, `TracePacket.track_event` = 11, `TrackEvent.type` = 9).
 pub fn perfetto_counts(trace: &[u8]) -> Result<PerfettoCounts, String> {
     let mut c = PerfettoCounts::default();
+    count_packets(trace, &mut c)?;
+    Ok(c)
+}
+
+/// Counts the packets of `trace`, those inside compressed packets included.
+fn count_packets(trace: &[u8], c: &mut PerfettoCounts) -> Result<(), String> {
     fields(trace, |field, payload| {
         let (1, Err(packet)) = (field, payload) else {
             return Err(format!("a top-level field {field} that is not a packet"));
         };
-        c.packets += 1;
+        let mut compressed = None;
         fields(packet, |field, payload| {
-            if let (11, Err(event)) = (field, payload) {
-                fields(event, |field, payload| {
+            match (field, payload) {
+                (11, Err(event)) => fields(event, |field, payload| {
                     if let (9, Ok(kind)) = (field, payload) {
                         match kind {
                             1 => c.slice_begins += 1,
@@ -306,12 +312,25 @@ pub fn perfetto_counts(trace: &[u8]) -> Result<PerfettoCounts, String> {
                         }
                     }
                     Ok(())
-                })?;
+                })?,
+                (50, Err(deflated)) => compressed = Some(deflated),
+                _ => {}
             }
             Ok(())
-        })
-    })?;
-    Ok(c)
+        })?;
+        match compressed {
+            Some(deflated) => {
+                let mut inflated = Vec::new();
+                std::io::Read::read_to_end(&mut flate2::read::ZlibDecoder::new(deflated), &mut inflated)
+                    .map_err(|e| format!("compressed packets that do not inflate: {e}"))?;
+                count_packets(&inflated, c)
+            }
+            None => {
+                c.packets += 1;
+                Ok(())
+            }
+        }
+    })
 }
 
 /// What a Chrome trace-event JSON array holds, for one span name.

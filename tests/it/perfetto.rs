@@ -24,10 +24,19 @@ fn python() -> PathBuf {
 /// Runs the official-schema checker on `files` (`--concat` when several) and
 /// returns the slices it dumps; panics with its messages if any check fails.
 pub fn check(files: &[&Path]) -> Vec<Value> {
+    check_inflating(files, None)
+}
+
+/// [`check`], also writing the trace with its compressed packets inflated to
+/// `inflated`.
+fn check_inflating(files: &[&Path], inflated: Option<&Path>) -> Vec<Value> {
     let mut cmd = Command::new(python());
     cmd.arg(root().join("tools/pftrace_check.py")).arg("--dump-slices");
     if files.len() > 1 {
         cmd.arg("--concat");
+    }
+    if let Some(path) = inflated {
+        cmd.arg("--inflate").arg(path);
     }
     let out = cmd.args(files).output().expect("run tools/pftrace_check.py");
     assert!(out.status.success(), "the official-schema check failed for {files:?}:\n{}", stderr(&out));
@@ -78,7 +87,13 @@ fn the_demo_pftrace_passes_the_official_schema_and_matches_the_chrome_json_slice
     assert!(out.status.success(), "{}", stderr(&out));
     let pftrace = one(dir.path(), ".pftrace");
     protoc_decodes(&pftrace);
-    let dumped = check(&[&pftrace]);
+    let inflated = dir.path().join("inflated.bin");
+    let dumped = check_inflating(&[&pftrace], Some(&inflated));
+    // The packets inside the compressed chunks decode too.
+    protoc_decodes(&inflated);
+    let (file, plain) =
+        (std::fs::metadata(&pftrace).unwrap().len(), std::fs::metadata(&inflated).unwrap().len());
+    assert!(file * 2 < plain, "the trace is compressed: {file} bytes for {plain} of packets");
     let (threads, chrome) = crate::chrome_output::check(&one(dir.path(), ".trace.json"), None);
     let perfetto = thread_slices(&dumped);
     assert_eq!(perfetto.len(), chrome.len(), "the same number of slices");
@@ -108,7 +123,9 @@ fn two_processes_pftraces_concatenated_form_one_valid_trace() {
     assert_eq!(files.len(), 2);
     assert!(with_suffix(dir.path(), ".trace.json").is_empty(), "only the format asked for");
     let refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-    let dumped = check(&refs);
+    let inflated = dir.path().join("inflated.bin");
+    let dumped = check_inflating(&refs, Some(&inflated));
+    protoc_decodes(&inflated);
     let pids: std::collections::BTreeSet<u64> = dumped.iter().filter_map(|s| s["pid"].as_u64()).collect();
     assert_eq!(pids.len(), 2, "both processes' slices are in the concatenation");
     let joined = dir.path().join("joined.pftrace");
@@ -134,4 +151,41 @@ fn the_minibuild_lanes_are_tracks_of_their_own_in_the_pftrace() {
     let in_lane = |lane: &str| dumped.iter().filter(|s| s["lane"] == lane && s["kind"] == "slice").count();
     assert_eq!(in_lane("ninja"), 8);
     assert_eq!(in_lane("tests"), 1);
+}
+
+#[test]
+fn ten_thousand_spans_take_under_25_bytes_each_in_the_pftrace_and_a_quarter_of_the_json_or_less() {
+    const SPANS: u64 = 10_000;
+    let dir = tempfile::tempdir().unwrap();
+    let config = cabin_trace::Config::from_lookup("SIZE", cabin_trace::FORMATS, |name| {
+        (name == "SIZE_TRACE_DIR").then(|| dir.path().into())
+    })
+    .unwrap();
+    let ((), report) = cabin_trace::Capture::from_config(config)
+        .run_with_report("size", || {
+            for _ in 0..SPANS {
+                let _span = tracing::info_span!("step").entered();
+            }
+        })
+        .unwrap();
+    let report = report.unwrap();
+    assert!(report.is_complete(), "{:?}", report.warnings());
+    let file = |sink: &str| report.files.iter().find(|f| f.sink == sink).unwrap().path.clone();
+    let (pftrace, json) = (file("perfetto"), file("chrome"));
+    let inflated = dir.path().join("inflated.bin");
+    let dumped = check_inflating(&[&pftrace], Some(&inflated));
+    let steps = dumped.iter().filter(|s| s["kind"] == "slice" && s["name"] == "step").count() as u64;
+    assert_eq!(steps, SPANS, "every span is in the pftrace");
+    let len = |p: &Path| std::fs::metadata(p).unwrap().len();
+    let (p, j, plain) = (len(&pftrace), len(&json), len(&inflated));
+    let per_span = p as f64 / SPANS as f64;
+    println!(
+        "perfetto size: {SPANS} spans without fields: pftrace {p} bytes ({per_span:.2} per span; \
+         {:.2} uncompressed), Chrome JSON {j} bytes ({:.1} per span), {:.1}x smaller",
+        plain as f64 / SPANS as f64,
+        j as f64 / SPANS as f64,
+        j as f64 / p as f64
+    );
+    assert!(per_span < 25.0, "{per_span:.2} bytes per span");
+    assert!(p * 4 <= j, "the pftrace ({p} bytes) is at least 4x smaller than the JSON ({j} bytes)");
 }

@@ -177,8 +177,10 @@ impl Session {
         let writer_shared = shared.clone();
         let writer = std::thread::Builder::new()
             .name("trace-writer".into())
-            // The writer keeps its state on the heap; a small stack is cheaper to map.
-            .stack_size(256 * 1024)
+            // Room for a sink's compressor tables, which an unoptimised build
+            // assembles on the stack before moving them to the heap (about
+            // 300 KiB for zlib's); the pages are only touched if used.
+            .stack_size(1024 * 1024)
             .spawn(move || writer::run(writer_shared, rx, recycle_tx, files, start));
         let writer = match writer {
             Ok(w) => w,

@@ -35,6 +35,10 @@ pub(crate) const CLOCK_INCREMENTAL: u32 = 64;
 /// `sibling_order_rank`, so sub-lane 10 comes after sub-lane 9.
 pub(crate) const CHILD_ORDERING_EXPLICIT: i32 = 3;
 
+/// `TracePacket.compressed_packets`: a zlib stream of `Trace.packet` entries,
+/// which the trace processor inflates and reads in place of the packet.
+pub(crate) const COMPRESSED_PACKETS_FIELD: u32 = 50;
+
 /// The key that opens each packet's entry in the file (`Trace.packet`, length-delimited).
 pub(crate) const PACKET_KEY: u8 = ((TRACE_PACKET_FIELD << 3) | WIRE_LEN) as u8;
 

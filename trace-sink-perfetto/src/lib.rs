@@ -21,16 +21,24 @@
 //! - A `tracing` event is an `INSTANT` with its fields as annotations.
 //! - Event names, categories (the span's or event's target) and annotation
 //!   names are interned once per sequence, and timestamps are deltas on the
-//!   sequence's clock: a span with no fields costs about 35 bytes, begin and end.
+//!   sequence's clock: a span with no fields takes about 35 bytes of packets,
+//!   begin and end.
+//! - Packets go to the file in chunks of up to 64 KiB, each compressed with
+//!   zlib into one packet of its own (`TracePacket.compressed_packets`, which
+//!   the trace processor inflates and reads in its place, as it does for the
+//!   traces Perfetto's own service compresses). The span above then takes
+//!   about 5 bytes. A chunk under 8 KiB (all of a short capture) goes to the
+//!   file uncompressed, as does one that would not shrink.
 //! - An external lane (Ninja's actions, test executables) is a top-level track
 //!   of its own, named after the lane, with one child track per sub-lane
 //!   (`ninja 0`, `ninja 1`, ...) holding its slices.
 //! - Track uuids and sequence ids are drawn so that they do not collide across
 //!   captures and processes; the `ids` module's docs give the scheme and the odds.
 //!
-//! Packets go out as they are made, through the capture's checked writer: the
-//! trace is never held in memory, and an I/O error is kept by the capture (the
-//! file stays `.partial`) rather than raised. Nothing here panics.
+//! Packets go out a chunk at a time, through the capture's checked writer: at
+//! most one chunk of the trace is held in memory, and an I/O error is kept by
+//! the capture (the file stays `.partial`) rather than raised. Nothing here
+//! panics.
 //!
 //! # Example
 //!
@@ -71,15 +79,18 @@
 //! The repository checks every trace its tests write against Perfetto's
 //! official schema: `scripts/install-perfetto.sh` installs the decoder, and
 //! `tools/pftrace_check.py FILE...` validates files (`--help` says what it
-//! checks); `protoc --descriptor_set_in=.tools/perfetto_trace.desc
-//! --decode=perfetto.protos.Trace < FILE.pftrace` prints one as text.
+//! checks, and inflates the compressed chunks with `--inflate OUT`);
+//! `protoc --descriptor_set_in=.tools/perfetto_trace.desc
+//! --decode=perfetto.protos.Trace < OUT` prints the result as text.
 //!
 //! # What it does not do
 //!
 //! It writes no counters, no flows and no source locations, and interns no
-//! annotation values (each string value is written in full). It does not
-//! compress. It reads nothing back: a file is only as valid as its bytes, which
-//! is why the tests check them with an independent decoder. A thread id the
+//! annotation values (each string value is written in full; the compression
+//! catches repeats). It reads nothing back: a file is only as valid as its bytes, which
+//! is why the tests check them with an independent decoder. A process killed
+//! mid-capture loses the chunk it held as well as what its buffers held (its
+//! file stays `.partial`, as always). A thread id the
 //! system reuses within one capture shares the first thread's track and name.
 
 #![deny(missing_docs)]
@@ -396,7 +407,7 @@ impl Sink for PerfettoSink {
             };
             state.process.event(&mut state.enc, out, &spec)?;
         }
-        Ok(())
+        state.enc.flush(out)
     }
 }
 
@@ -492,11 +503,13 @@ mod tests {
                 sink.event(e, out).unwrap();
             }
         };
-        round(20_000, &mut out);
-        round(20_010, &mut out);
+        // Past the first full chunk, so that the compressor and its buffers exist.
+        for i in 0..600 {
+            round(20_000 + i * 10, &mut out);
+        }
         let before = allocations();
         for i in 0..1_000 {
-            round(20_100 + i * 10, &mut out);
+            round(30_000 + i * 10, &mut out);
         }
         assert_eq!(allocations() - before, 0, "allocations while encoding 4,000 warm events");
         let probe = allocations();
@@ -588,6 +601,8 @@ mod tests {
         for e in &events {
             sink.event(e, &mut out).unwrap();
         }
+        assert!(out.is_empty(), "packets wait in the chunk");
+        sink.state.as_mut().unwrap().enc.flush(&mut out).unwrap();
         let packets = Trace::decode(&out[..]).unwrap().packet;
         assert_eq!(packets.len(), 6, "{packets:#?}");
         let process = packets[1].track_descriptor.clone().unwrap();

@@ -42,6 +42,10 @@ pub(crate) struct TracePacket {
     pub interned_data: Option<InternedData>,
     #[prost(uint32, optional, tag = "13")]
     pub sequence_flags: Option<u32>,
+    /// Written by hand (`sequence::Chunk`), to spare a copy of the stream;
+    /// declared here so that the tests can read it.
+    #[prost(bytes = "vec", optional, tag = "50")]
+    pub compressed_packets: Option<Vec<u8>>,
     #[prost(uint32, optional, tag = "58")]
     pub timestamp_clock_id: Option<u32>,
     #[prost(message, optional, tag = "59")]

@@ -157,3 +157,49 @@ fn a_file_concatenated_with_itself_is_refused_because_its_ids_repeat() {
     assert!(stderr.contains("clears the sequence a second time"), "{stderr}");
     assert!(stderr.contains("declares track 100 again"), "{stderr}");
 }
+
+/// `packets` (a run of `Trace.packet` entries) as one packet holding them
+/// zlib-compressed, as the sink writes a full chunk.
+fn compressed(packets: &[u8]) -> Msg {
+    use std::io::Write as _;
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    z.write_all(packets).unwrap();
+    Msg::default().bytes(50, &z.finish().unwrap())
+}
+
+#[test]
+fn packets_inside_a_compressed_packet_are_checked_as_if_they_stood_in_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = trace(Defects::default());
+    let path = write(&dir, "compressed", &Msg::default().msg(1, compressed(&baseline)).0);
+    let inflated = dir.path().join("inflated.pftrace");
+    let stdout =
+        assert_checker_accepts(&["--dump-slices", "--inflate", inflated.to_str().unwrap()], &[&path]);
+    assert!(stdout.contains(r#""name": "a""#), "the slice inside is read: {stdout}");
+    assert_eq!(std::fs::read(&inflated).unwrap(), baseline, "--inflate writes the packets held");
+    assert_protoc_decodes(&path);
+
+    let packed = trace(Defects { packed_categories: true, ..Defects::default() });
+    let path = write(&dir, "compressed-packed", &Msg::default().msg(1, compressed(&packed)).0);
+    assert_checker_refuses(&path, "TrackEvent.category_iids (field 3) is packed");
+}
+
+#[test]
+fn a_compressed_packet_that_is_not_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = trace(Defects::default());
+    let cases = [
+        ("garbage", Msg::default().bytes(50, b"not zlib at all"), "do not inflate"),
+        ("with-sequence", compressed(&baseline).int(10, SEQ), "along with field(s) [10]"),
+        (
+            "nested",
+            compressed(&Msg::default().msg(1, compressed(&baseline)).0),
+            "a compressed packet inside a compressed packet",
+        ),
+        ("not-packets", compressed(&Msg::default().int(2, 7).0), "not a Trace.packet entry"),
+    ];
+    for (name, packet, expected) in cases {
+        let path = write(&dir, name, &Msg::default().msg(1, packet).0);
+        assert_checker_refuses(&path, expected);
+    }
+}
