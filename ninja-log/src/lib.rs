@@ -100,7 +100,13 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+// The crate's own tests include test files written for `tests/`, which name
+// it `ninja_log`.
+#[cfg(test)]
+extern crate self as ninja_log;
+
 pub mod format;
+mod hash;
 mod line;
 mod read;
 #[cfg(test)]

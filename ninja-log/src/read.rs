@@ -11,13 +11,33 @@
 //! Anything else, and anything that fits one of these only by luck that the
 //! facts cannot rule out, is reported as unavailable with the line that shows
 //! it.
+//!
+//! # Speed
+//!
+//! What this says is exactly what the straightforward reader it replaced
+//! said (`tests/it/reference.rs` keeps that reader, and the tests and the
+//! fuzzer hold the two side by side); how it gets there is built for speed:
+//!
+//! - An append reads only the bytes past the old log (after checking that
+//!   the old bytes are a prefix), and the lines of the old log are only
+//!   counted, for line numbers.
+//! - A line is read in one pass, without allocating (`line::parse_line`).
+//!   The only allocations per action are those of the [`Action`] returned.
+//! - Lines, outputs and hashes are slices of the logs, never copied.
+//! - The large tables, one entry per line or output of a log, are
+//!   [`Index`]es: a `u64` per slot, keyed by a fast hash, holding offsets
+//!   into the log and asking the caller to compare the bytes there. They are
+//!   filled and read in tight loops, or in batches, so that the processor
+//!   overlaps their cache misses, and most lookups that would miss are
+//!   first ruled out by a small bitmap.
+//! - An output logged twice in an epoch is looked for once the epoch is
+//!   read, from a hash per line, instead of in a map updated line by line.
 
-use std::collections::hash_map::Entry as MapEntry;
-use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use crate::format;
-use crate::line::{self, show, Line};
+use crate::hash::{hash_bytes, FastMap, Index, Slot};
+use crate::line::{self, show, Line, Lines};
 use crate::{Action, Delta};
 
 /// The header of the log after the run.
@@ -31,35 +51,205 @@ struct Header<'a> {
 
 /// What the log before the run held, as Ninja would load it.
 struct OldLog<'a> {
+    bytes: &'a [u8],
     /// The first line (or, with no newline at all, everything).
     first: &'a [u8],
-    /// Lines Ninja would load, after the first line.
-    entries: Vec<(Line<'a>, &'a [u8])>,
-    /// For each output, its latest line.
-    latest: HashMap<&'a [u8], Line<'a>>,
-    /// For each loaded line's bytes, the number of its first occurrence.
-    any: HashMap<&'a [u8], usize>,
+    /// How many lines after the first one Ninja would load.
+    entries: usize,
+    /// The first of those lines that is not in the exact form Ninja writes.
+    first_unparsed: Option<Line<'a>>,
+    /// For each output, the offset in `bytes` of its latest line.
+    latest: Index,
+    /// For each line Ninja would load, in order, its [`line_key`] and offset.
+    keys: Vec<(u64, usize)>,
+    /// For each slot of `latest`, whether the recompacted part of the log
+    /// after the run keeps that output's latest line.
+    kept: Vec<bool>,
 }
 
 impl<'a> OldLog<'a> {
     fn load(bytes: &'a [u8]) -> Self {
-        let first_end = bytes.iter().position(|&c| c == b'\n').unwrap_or(bytes.len());
-        let (lines, _unterminated) = line::split(bytes, 1);
+        let first_end = line::find(b'\n', bytes).unwrap_or(bytes.len());
         let mut log = OldLog {
+            bytes,
             first: &bytes[..first_end],
-            entries: Vec::new(),
-            latest: HashMap::new(),
-            any: HashMap::new(),
+            entries: 0,
+            first_unparsed: None,
+            // Small, to stay in the caches: it grows as outputs come.
+            latest: Index::new(1024, bytes.len()),
+            keys: Vec::new(),
+            kept: Vec::new(),
         };
-        for l in lines.into_iter().skip(1) {
-            if let Some(output) = line::loaded_output(l.bytes) {
-                log.entries.push((l, output));
-                log.latest.insert(output, l);
-                log.any.entry(l.bytes).or_insert(l.no);
-            }
+        let mut lines = Lines::new(bytes, 1);
+        lines.next();
+        loop {
+            let at = lines.offset();
+            let Some((l, read)) = lines.next_read() else {
+                break;
+            };
+            // A line in Ninja's form is one Ninja loads, with that output.
+            let output = match read {
+                Some(e) => e.output,
+                None => match line::loaded_output(l.bytes) {
+                    Some(output) => {
+                        log.first_unparsed.get_or_insert(l);
+                        output
+                    }
+                    None => continue,
+                },
+            };
+            log.entries += 1;
+            log.keys.push((line_key(l.bytes), at));
+            let hash = hash_bytes(output);
+            let slot = log.latest.find(hash, |at| has_output(bytes, at, output));
+            log.latest.set(slot, hash, at, |at| hash_bytes(output_at(bytes, at)));
         }
+        log.kept = vec![false; log.latest.slots()];
         log
     }
+
+    /// The line starting at offset `at`, without its newline.
+    fn line_at(&self, at: usize) -> &'a [u8] {
+        line_at(self.bytes, at)
+    }
+
+    /// The loaded line starting at `at`, with its number.
+    fn numbered(&self, at: usize) -> Line<'a> {
+        let at = at.min(self.bytes.len());
+        Line { no: 1 + line::count(b'\n', &self.bytes[..at]), bytes: self.line_at(at) }
+    }
+
+    /// The slot in `latest` of `output`, and the offset of its latest line.
+    fn latest(&self, output: &[u8]) -> Option<(usize, usize)> {
+        match self.latest.find(hash_bytes(output), |at| has_output(self.bytes, at, output)) {
+            Slot::Taken { slot, position } => Some((slot, position)),
+            Slot::Free(_) => None,
+        }
+    }
+
+    /// Marks as kept the latest lines of distinct outputs that `lines` start
+    /// with, and says how many there are: what a recompaction keeps.
+    fn keep_leading(&mut self, lines: &[Line<'_>]) -> usize {
+        // In batches: first where each line's output has its latest line,
+        // then whether that line is this one. Those reads go anywhere in the
+        // old log; in a loop of their own, the processor overlaps them.
+        const BATCH: usize = 32;
+        let mut kept = 0;
+        let mut guesses = [None; BATCH];
+        for batch in lines.chunks(BATCH) {
+            for (guess, l) in guesses.iter_mut().zip(batch) {
+                *guess = line::loaded_output(l.bytes).and_then(|o| {
+                    // The first slot whose bits of hash match: most likely the
+                    // output's own.
+                    match self.latest.find(hash_bytes(o), |_| true) {
+                        Slot::Taken { slot, position } => Some((slot, position)),
+                        Slot::Free(_) => None,
+                    }
+                });
+            }
+            for (guess, l) in guesses.iter().zip(batch) {
+                let slot = match *guess {
+                    // No slot with those bits: the output has no old line.
+                    None => return kept,
+                    // The line is there, so that is its output's slot.
+                    Some((slot, at)) if is_line_at(self.bytes, at, l.bytes) => Some(slot),
+                    Some(_) => line::loaded_output(l.bytes).and_then(|o| self.latest_is(o, l.bytes)),
+                };
+                match slot {
+                    Some(slot) if !self.kept[slot] => {
+                        self.kept[slot] = true;
+                        kept += 1;
+                    }
+                    _ => return kept,
+                }
+            }
+        }
+        kept
+    }
+
+    /// The first of `lines` whose output has a latest line that is not
+    /// kept, with that output and the offset of that line.
+    fn first_dropped<'l>(&self, lines: &[Line<'l>]) -> Option<(Line<'l>, &'l [u8], usize)> {
+        // In batches, as in `keep_leading`.
+        const BATCH: usize = 32;
+        let mut guesses = [None; BATCH];
+        for batch in lines.chunks(BATCH) {
+            for (guess, l) in guesses.iter_mut().zip(batch) {
+                *guess =
+                    line::loaded_output(l.bytes).map(|o| match self.latest.find(hash_bytes(o), |_| true) {
+                        Slot::Taken { slot, position } => (o, Some((slot, position))),
+                        Slot::Free(_) => (o, None),
+                    });
+            }
+            for (guess, l) in guesses.iter().zip(batch) {
+                let found = match *guess {
+                    None | Some((_, None)) => continue,
+                    Some((o, Some((slot, at)))) if has_output(self.bytes, at, o) => (o, Some((slot, at))),
+                    Some((o, _)) => (o, self.latest(o)),
+                };
+                if let (o, Some((slot, at))) = found {
+                    if !self.kept[slot] {
+                        return Some((*l, o, at));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The slot in `latest` of the output of `line`, if its latest line is
+    /// `line` (which Ninja would load).
+    fn latest_is(&self, output: &[u8], line: &[u8]) -> Option<usize> {
+        match self.latest.find(hash_bytes(output), |at| is_line_at(self.bytes, at, line)) {
+            Slot::Taken { slot, .. } => Some(slot),
+            Slot::Free(_) => None,
+        }
+    }
+}
+
+/// Whether the line of `bytes` starting at `at` is `line` (which holds no
+/// newline).
+fn is_line_at(bytes: &[u8], at: usize, line: &[u8]) -> bool {
+    let rest = bytes.get(at..).unwrap_or_default();
+    rest.starts_with(line) && rest.get(line.len()) == Some(&b'\n')
+}
+
+/// Whether the line of `bytes` starting at `at`, which Ninja would load, has
+/// the output `output` (a field: it holds no tab or newline). Faster than
+/// comparing with [`output_at`]: it need not find the end of the output.
+fn has_output(bytes: &[u8], at: usize, output: &[u8]) -> bool {
+    let mut rest = bytes.get(at..).unwrap_or_default();
+    for _ in 0..format::SEPARATORS_TO_LOAD - 1 {
+        match line::find(format::FIELD_SEPARATOR, rest) {
+            Some(tab) => rest = &rest[tab + 1..],
+            None => return false,
+        }
+    }
+    rest.starts_with(output) && rest.get(output.len()) == Some(&format::FIELD_SEPARATOR)
+}
+
+/// A hash of a line's length and its first and last 16 bytes: it tells lines
+/// apart almost as well as a hash of all their bytes (times come first, the
+/// command's hash last), in a third of the time.
+fn line_key(line: &[u8]) -> u64 {
+    use crate::hash::{hash_words, word};
+    let n = line.len();
+    if n < 32 {
+        return hash_bytes(line);
+    }
+    let head = hash_words(n as u64, word(line), word(&line[8..]));
+    crate::hash::weakened(hash_words(head, word(&line[n - 16..]), word(&line[n - 8..])))
+}
+
+/// The line of `bytes` starting at offset `at`, without its newline.
+fn line_at(bytes: &[u8], at: usize) -> &[u8] {
+    let rest = bytes.get(at..).unwrap_or_default();
+    &rest[..line::find(b'\n', rest).unwrap_or(rest.len())]
+}
+
+/// The output of the loaded line of `bytes` starting at `at`.
+fn output_at(bytes: &[u8], at: usize) -> &[u8] {
+    line::loaded_output(line_at(bytes, at)).unwrap_or_default()
 }
 
 pub(crate) fn delta(
@@ -122,22 +312,17 @@ pub(crate) fn delta(
     if let Some(t) = unterminated {
         return cut_short(after_path, t);
     }
-    let old = OldLog::load(before_bytes);
+    let mut old = OldLog::load(before_bytes);
 
     // The longest run of leading lines that are each the latest old line of
     // a distinct output: what a recompaction keeps.
-    let mut kept: HashSet<&[u8]> = HashSet::new();
-    for l in &lines {
-        match line::loaded_output(l.bytes) {
-            Some(o) if !kept.contains(o) && old.latest.get(o).is_some_and(|x| x.bytes == l.bytes) => {
-                kept.insert(o);
-            }
-            _ => break,
-        }
-    }
-    let new = &lines[kept.len()..];
+    let kept = old.keep_leading(&lines);
+    let new = &lines[kept..];
+    // The same lines, to read them again.
+    let kept_bytes: usize = lines[..kept].iter().map(|l| l.bytes.len() + 1).sum();
+    let new_lines = Lines::new(&after[h.end + kept_bytes..], kept + 2);
 
-    if kept.is_empty() {
+    if kept == 0 {
         let old_version = format::version_as_ninja_reads_it(old.first);
         let everyone_starts_over = old_version.is_none_or(|v| v < format::OLDEST_VERSION_KEPT);
         let newer_starts_over = format::VERSIONS_THAT_START_OVER.contains(&h.version) && old.first != h.line;
@@ -157,7 +342,7 @@ pub(crate) fn delta(
              deletes when it loads it, so every line after the header is from this run",
             show(old.first)
         );
-        return finish(after_path, new, vec![note]);
+        return finish(after_path, new_lines, &LineNumbers::as_they_are(), vec![note]);
     }
 
     // A recompaction. Check that the old log was one Ninja would recompact,
@@ -169,8 +354,7 @@ pub(crate) fn delta(
             show(old.first)
         ));
     }
-    if let Some((l, what)) =
-        old.entries.iter().find_map(|(l, _)| line::parse(l.bytes).err().map(|what| (l, what)))
+    if let Some((l, what)) = old.first_unparsed.and_then(|l| line::parse(l.bytes).err().map(|what| (l, what)))
     {
         return unavailable(format!(
             "{bp}:{}: {}: {what}; Ninja loads such a line but rewrites it in its own form when it \
@@ -179,7 +363,7 @@ pub(crate) fn delta(
             show(l.bytes)
         ));
     }
-    let (entries, outputs) = (old.entries.len(), old.latest.len());
+    let (entries, outputs) = (old.entries, old.latest.len());
     if !format::recompacts_at_load(entries, outputs) {
         return unavailable(format!(
             "{ap}: the log was rewritten during the run: its first {} lines are kept unchanged \
@@ -188,7 +372,7 @@ pub(crate) fn delta(
              entries and more than {} per output); a rewrite from inside the build (`ninja -t \
              restat` or `-t recompact`, as regeneration steps run) replaces the file, and what \
              Ninja writes after that goes to the replaced file",
-            kept.len(),
+            kept,
             format::RECOMPACT_MIN_ENTRIES,
             format::RECOMPACT_RATIO,
         ));
@@ -196,31 +380,26 @@ pub(crate) fn delta(
     if let Err(reason) = no_old_lines(before_path, &old, after_path, new) {
         return unavailable(reason);
     }
-    for l in new {
-        let Some(o) = line::loaded_output(l.bytes) else {
-            continue;
-        };
-        if let (Some(was), false) = (old.latest.get(o), kept.contains(o)) {
-            return unavailable(format!(
-                "{ap}:{}: {}: output {} had a line in the log before the run ({bp}:{}) that the \
-                 recompacted part of the log does not keep; Ninja keeps every output it still \
-                 builds, so the log was rewritten during the run (as `ninja -t restat` does) and \
-                 this line may be an old one rewritten",
-                l.no,
-                show(l.bytes),
-                show(o),
-                was.no
-            ));
-        }
+    if let Some((l, o, at)) = old.first_dropped(new) {
+        return unavailable(format!(
+            "{ap}:{}: {}: output {} had a line in the log before the run ({bp}:{}) that the \
+             recompacted part of the log does not keep; Ninja keeps every output it still \
+             builds, so the log was rewritten during the run (as `ninja -t restat` does) and \
+             this line may be an old one rewritten",
+            l.no,
+            show(l.bytes),
+            show(o),
+            old.numbered(at).no
+        ));
     }
     let first_new = new.first().map_or(lines.len() + 2, |l| l.no);
     let mut notes = vec![format!(
         "{ap}: Ninja recompacted the log when it loaded it: lines 2-{} keep {} of the {outputs} \
          outputs of the log before the run ({} dropped as no longer built), and this run's lines \
          start at line {first_new}",
-        kept.len() + 1,
-        kept.len(),
-        outputs - kept.len(),
+        kept + 1,
+        kept,
+        outputs - kept,
     )];
     if old.first != h.line {
         notes.push(format!(
@@ -230,7 +409,7 @@ pub(crate) fn delta(
             format::writers_of(h.version)
         ));
     }
-    finish(after_path, new, notes)
+    finish(after_path, new_lines, &LineNumbers::as_they_are(), notes)
 }
 
 /// A log that grew: the bytes past the old ones are this run's.
@@ -243,10 +422,16 @@ fn appended(
 ) -> Delta {
     let b = before.unwrap_or_default();
     let start = b.len().max(h.end);
-    let first_no = 1 + after[..start].iter().filter(|&&c| c == b'\n').count();
-    let (lines, unterminated) = line::split(&after[start..], first_no);
-    if let Some(t) = unterminated {
-        return cut_short(after_path, t);
+    // The lines of the run are numbered from 0 here, and `numbers` counts
+    // the lines before them only if a message needs a number: in a large
+    // log, counting them can take longer than reading the run.
+    let numbers = LineNumbers::after(&after[..start]);
+    let tail = &after[start..];
+    if tail.last().is_some_and(|&c| c != b'\n') {
+        let mut lines = Lines::new(tail, 0);
+        lines.by_ref().for_each(drop);
+        let rest = lines.rest();
+        return cut_short(after_path, Line { no: numbers.of(rest.no), bytes: rest.bytes });
     }
     let ap = after_path.display();
     let mut notes = Vec::new();
@@ -257,58 +442,107 @@ fn appended(
         ));
     } else if b.len() > h.end && !b.ends_with(b"\n") {
         notes.push(format!(
-            "{}:{first_no}: the log before the run ended inside a line; this run's first line was \
+            "{}:{}: the log before the run ended inside a line; this run's first line was \
              written straight after it",
-            before_path.display()
+            before_path.display(),
+            numbers.of(0)
         ));
     }
-    finish(after_path, &lines, notes)
+    finish(after_path, Lines::new(tail, 0), &numbers, notes)
+}
+
+/// The numbers of the lines of a run, given their numbers counted from
+/// some line on: the lines before that are counted only when asked.
+struct LineNumbers<'a> {
+    /// The bytes before the first line counted.
+    before: &'a [u8],
+    /// The number of the first line counted.
+    first: std::cell::OnceCell<usize>,
+}
+
+impl<'a> LineNumbers<'a> {
+    /// For lines counted from 0 just after `before`.
+    fn after(before: &'a [u8]) -> Self {
+        LineNumbers { before, first: std::cell::OnceCell::new() }
+    }
+
+    /// For lines counted as they are numbered.
+    fn as_they_are() -> Self {
+        LineNumbers { before: &[], first: std::cell::OnceCell::from(0) }
+    }
+
+    /// The number of the line counted as `no`.
+    fn of(&self, no: usize) -> usize {
+        self.first.get_or_init(|| 1 + line::count(b'\n', self.before)) + no
+    }
 }
 
 /// Reads the lines of this run into actions.
-fn finish(after_path: &Path, lines: &[Line<'_>], mut notes: Vec<String>) -> Delta {
+fn finish<'a>(
+    after_path: &Path,
+    mut lines: Lines<'a>,
+    numbers: &LineNumbers<'_>,
+    mut notes: Vec<String>,
+) -> Delta {
     let ap = after_path.display();
+    // Not sized up front, nor is any list below: growing them turned out
+    // faster (with glibc, a large buffer allocated at once, and freed after
+    // each read, makes the allocator hand the heap back to the system, and
+    // the next read fault it in again, page by page).
     let mut actions: Vec<Action> = Vec::new();
-    let mut by_key: HashMap<(u32, u64, u64, &str), usize> = HashMap::new();
-    let mut seen: HashMap<&[u8], usize> = HashMap::new();
+    // The outputs of this epoch's lines, checked for one logged twice when
+    // the epoch ends (see `Outputs`).
+    let mut outputs = Outputs::new(lines.clone());
     let mut epoch = 0u32;
     let mut previous: Option<(u64, usize)> = None;
+    // The lines of one action share epoch, start, end and hash. Within an
+    // epoch end times never go back, so lines with the same end are adjacent,
+    // and the actions they make are those made since that end was first seen.
+    let mut block = Block::default();
     let mut not_utf8: Option<(usize, usize)> = None;
-    for l in lines {
-        let e = match line::parse(l.bytes) {
+    loop {
+        let here = lines.clone();
+        let Some((l, read)) = lines.next_read() else {
+            break;
+        };
+        let e = match read.map_or_else(|| line::parse(l.bytes), Ok) {
             Ok(e) => e,
             Err(what) => {
+                // An output logged twice on an earlier line is the first
+                // problem.
+                if let Some(repeat) = outputs.check(after_path, numbers) {
+                    return repeat;
+                }
                 return unavailable(format!(
                     "{ap}:{}: {}: {what}; Ninja writes `start\\tend\\tmtime\\toutput\\thash`",
-                    l.no,
+                    numbers.of(l.no),
                     show(l.bytes)
-                ))
+                ));
             }
         };
         if let Some((end, no)) = previous {
             if e.end_ms < end {
+                if let Some(repeat) = outputs.check(after_path, numbers) {
+                    return repeat;
+                }
+                outputs.restart(here);
                 epoch += 1;
-                seen.clear();
                 notes.push(format!(
-                    "{ap}:{}: times go back (this action ends at {} ms, the one on line {no} at \
+                    "{ap}:{}: times go back (this action ends at {} ms, the one on line {} at \
                      {end} ms): Ninja restarted its clock, as it does after regenerating its \
                      manifest; actions from here on have epoch {epoch}, on a clock that started \
                      after the actions before them ended",
-                    l.no, e.end_ms
+                    numbers.of(l.no),
+                    e.end_ms,
+                    numbers.of(no)
                 ));
+            }
+            if e.end_ms != end {
+                block.restart(actions.len());
             }
         }
         previous = Some((e.end_ms, l.no));
-        if let Some(first) = seen.insert(e.output, l.no) {
-            return unavailable(format!(
-                "{ap}:{}: {}: output {} was already logged on line {first}, and Ninja's clock did \
-                 not restart in between; one Ninja build writes each output once, so these lines \
-                 are not the record of one run",
-                l.no,
-                show(l.bytes),
-                show(e.output)
-            ));
-        }
+        outputs.push(e.output);
         let output = match std::str::from_utf8(e.output) {
             Ok(s) => s.to_owned(),
             Err(_) => {
@@ -318,27 +552,172 @@ fn finish(after_path: &Path, lines: &[Line<'_>], mut notes: Vec<String>) -> Delt
                 String::from_utf8_lossy(e.output).into_owned()
             }
         };
-        match by_key.entry((epoch, e.start_ms, e.end_ms, e.hash)) {
-            MapEntry::Occupied(i) => actions[*i.get()].outputs.push(output),
-            MapEntry::Vacant(v) => {
-                v.insert(actions.len());
+        match block.find(e.start_ms, e.hash_value) {
+            Some(i) => actions[i].outputs.push(output),
+            None => {
+                block.add(e.start_ms, e.hash_value, actions.len());
                 actions.push(Action {
                     start_ms: e.start_ms,
                     end_ms: e.end_ms,
                     outputs: vec![output],
-                    hash: e.hash.to_owned(),
+                    // ASCII: it is valid UTF-8.
+                    hash: std::str::from_utf8(e.hash)
+                        .map_or_else(|_| String::from_utf8_lossy(e.hash).into_owned(), str::to_owned),
                     epoch,
                 });
             }
         }
     }
+    if let Some(repeat) = outputs.check(after_path, numbers) {
+        return repeat;
+    }
     if let Some((first, count)) = not_utf8 {
         notes.push(format!(
-            "{ap}:{first}: {count} output path(s) from here on are not UTF-8; they are shown with \
-             U+FFFD in place of the bytes that are not"
+            "{ap}:{}: {count} output path(s) from here on are not UTF-8; they are shown with \
+             U+FFFD in place of the bytes that are not",
+            numbers.of(first)
         ));
     }
     Delta::Available { actions, notes }
+}
+
+/// The outputs of the lines of one epoch, to find one logged twice: one
+/// Ninja build logs each output once. Checking all lines of an epoch at once,
+/// from a hash of each output, is several times faster than a map of outputs
+/// updated line by line, whose every update is a cache miss once it is large.
+struct Outputs<'a> {
+    /// The lines, from the epoch's first.
+    lines: Lines<'a>,
+    /// The hash of each line's output.
+    hashes: Vec<u64>,
+}
+
+impl<'a> Outputs<'a> {
+    fn new(lines: Lines<'a>) -> Self {
+        Outputs { lines, hashes: Vec::new() }
+    }
+
+    #[inline]
+    fn push(&mut self, output: &[u8]) {
+        self.hashes.push(hash_bytes(output));
+    }
+
+    /// Starts a new epoch at the next line of `lines`.
+    fn restart(&mut self, lines: Lines<'a>) {
+        self.lines = lines;
+        self.hashes.clear();
+    }
+
+    /// The unavailable delta for the first line whose output an earlier line
+    /// of the epoch logged, if there is one.
+    fn check(&self, after_path: &Path, numbers: &LineNumbers<'_>) -> Option<Delta> {
+        let line = |i: usize| self.lines.clone().nth(i);
+        let same = |a: usize, b: usize| {
+            line(a).zip(line(b)).is_some_and(|(a, b)| output_of(a.bytes) == output_of(b.bytes))
+        };
+        let (earlier, later) = first_repeat(&self.hashes, same)?;
+        let (earlier, later) = (line(earlier)?, line(later)?);
+        Some(unavailable(format!(
+            "{}:{}: {}: output {} was already logged on line {}, and Ninja's clock did not restart \
+             in between; one Ninja build writes each output once, so these lines are not the \
+             record of one run",
+            after_path.display(),
+            numbers.of(later.no),
+            show(later.bytes),
+            show(output_of(later.bytes)),
+            numbers.of(earlier.no)
+        )))
+    }
+}
+
+/// The output of a line that parsed.
+fn output_of(bytes: &[u8]) -> &[u8] {
+    line::parse(bytes).map_or(bytes, |e| e.output)
+}
+
+/// The first index (in order) whose item an earlier one equals, and that
+/// earlier one, given the items' hashes and a test of equality (asked only
+/// when hashes match).
+///
+/// First a bitmap of 16 bits per item, which stays in the processor's
+/// caches, finds the few items whose bit another item shares: only those can
+/// repeat. Then an [`Index`] of those alone finds the first repeat.
+fn first_repeat(hashes: &[u64], same: impl Fn(usize, usize) -> bool) -> Option<(usize, usize)> {
+    let n = hashes.len();
+    if n < 2 {
+        return None;
+    }
+    let bits = (n * 16).next_power_of_two().max(64);
+    let shift = u64::BITS - bits.trailing_zeros();
+    let bit = |hash: u64| ((hash >> shift) as usize / 64, 1u64 << ((hash >> shift) % 64));
+    let (mut once, mut shared) = (vec![0u64; bits / 64], vec![0u64; bits / 64]);
+    for &hash in hashes {
+        let (word, mask) = bit(hash);
+        shared[word] |= once[word] & mask;
+        once[word] |= mask;
+    }
+    let mut index = Index::new(n / 16, n);
+    for (i, &hash) in hashes.iter().enumerate() {
+        let (word, mask) = bit(hash);
+        if shared[word] & mask == 0 {
+            continue;
+        }
+        match index.find(hash, |earlier| same(earlier, i)) {
+            Slot::Taken { position, .. } => return Some((position, i)),
+            free => index.set(free, hash, i, |j| hashes[j]),
+        }
+    }
+    None
+}
+
+/// The actions made since the end time last changed (see [`finish`]), to
+/// find the one a line belongs to: a scan while there are few, a map once
+/// there are many.
+#[derive(Default)]
+struct Block {
+    /// The index of the first of these actions.
+    first: usize,
+    /// The start and hash value of each.
+    keys: Vec<(u64, u64)>,
+    /// Built from `keys` once they are many: each key's index among them.
+    map: Option<FastMap<(u64, u64), usize>>,
+}
+
+impl Block {
+    /// Past this many actions, a map finds an action faster than a scan.
+    const SCAN: usize = 16;
+
+    fn restart(&mut self, first: usize) {
+        self.first = first;
+        self.keys.clear();
+        // A fresh map: clearing a large one would cost its capacity again.
+        self.map = None;
+    }
+
+    #[inline]
+    fn find(&self, start_ms: u64, hash_value: u64) -> Option<usize> {
+        let key = (start_ms, hash_value);
+        let i = match &self.map {
+            Some(map) => *map.get(&key)?,
+            None => self.keys.iter().position(|k| *k == key)?,
+        };
+        Some(self.first + i)
+    }
+
+    /// Records a new action, at `index` in the list of actions.
+    fn add(&mut self, start_ms: u64, hash_value: u64, index: usize) {
+        let i = index - self.first;
+        self.keys.push((start_ms, hash_value));
+        match &mut self.map {
+            Some(map) => {
+                map.insert((start_ms, hash_value), i);
+            }
+            None if self.keys.len() > Self::SCAN => {
+                self.map = Some(self.keys.iter().enumerate().map(|(i, k)| (*k, i)).collect());
+            }
+            None => {}
+        }
+    }
 }
 
 /// Fails if a line meant to be this run's is byte for byte a line of the old
@@ -352,8 +731,52 @@ fn no_old_lines(
     let Some(first) = new.first() else {
         return Ok(());
     };
-    for l in new {
-        if let Some(&was) = old.any.get(l.bytes) {
+    // An index of the new lines Ninja would load (only those can be equal
+    // to an old line Ninja loads), then one pass over the old lines.
+    let keys: Vec<u64> = new.iter().map(|l| line_key(l.bytes)).collect();
+    let mut index = Index::new(new.len(), new.len());
+    // For each new line, the first new line with the same bytes.
+    let mut first_same = vec![None; new.len()];
+    for (i, l) in new.iter().enumerate() {
+        if line::loaded_output(l.bytes).is_none() {
+            continue;
+        }
+        match index.find(keys[i], |j| new[j].bytes == l.bytes) {
+            Slot::Taken { position, .. } => first_same[i] = Some(position),
+            free => {
+                index.set(free, keys[i], i, |j| keys[j]);
+                first_same[i] = Some(i);
+            }
+        }
+    }
+    if index.len() == 0 {
+        return Ok(());
+    }
+    // A bitmap of their keys, 8 bits per line, looked at first: most old
+    // lines are no new line, and the bitmap stays in the fastest caches.
+    let bits = (index.len() * 8).next_power_of_two().max(64);
+    let shift = u64::BITS - bits.trailing_zeros();
+    let mut bitmap = vec![0u64; bits / 64];
+    for (i, &key) in keys.iter().enumerate() {
+        if first_same[i] == Some(i) {
+            let bit = (key >> shift) as usize;
+            bitmap[bit / 64] |= 1 << (bit % 64);
+        }
+    }
+    // For each of those, the offset of the first old line it is.
+    let mut was = vec![None; new.len()];
+    for &(key, at) in &old.keys {
+        let bit = (key >> shift) as usize;
+        if bitmap[bit / 64] & (1 << (bit % 64)) == 0 {
+            continue;
+        }
+        if let Some(j) = index.get(key, |j| is_line_at(old.bytes, at, new[j].bytes)) {
+            was[j].get_or_insert(at);
+        }
+    }
+    for (l, same) in new.iter().zip(first_same) {
+        if let Some(at) = same.and_then(|j| was[j]) {
+            let was = old.numbered(at).no;
             return Err(format!(
                 "{}:{}: {}: this is line {was} of the log before the run ({}), found among the \
                  lines after {}:{}; the log was rewritten during the run, so its old lines and \
@@ -382,12 +805,14 @@ fn replaced(
     let (bp, ap) = (before_path.display(), after_path.display());
     let restated = lines.iter().find_map(|l| {
         let e = line::parse(l.bytes).ok()?;
-        let was = old.latest.get(e.output)?;
-        let o = line::parse(was.bytes).ok()?;
+        let (_, at) = old.latest(e.output)?;
+        let was = old.line_at(at);
+        let o = line::parse(was).ok()?;
         let same = (o.start_ms, o.end_ms, o.hash) == (e.start_ms, e.end_ms, e.hash);
-        (same && was.bytes != l.bytes).then_some((l, was))
+        (same && was != l.bytes).then_some((l, at))
     });
-    if let Some((l, was)) = restated {
+    if let Some((l, at)) = restated {
+        let was = old.numbered(at);
         return format!(
             "{ap}:{}: {}: this is {bp}:{} ({}) with another modification time: the log was \
              rewritten with fresh modification times, as `ninja -t restat` does (CMake and GN run \
@@ -401,7 +826,7 @@ fn replaced(
     let lost = format!(
         "none of the {} entries of the log before the run is kept, and its header ({}) is one \
          that {} keeps",
-        old.entries.len(),
+        old.entries,
         show(old.first),
         format::writers_of(h.version)
     );
@@ -422,7 +847,7 @@ fn replaced(
 /// Reads the header of the log after the run.
 fn header<'a>(after_path: &Path, after: &'a [u8]) -> Result<Header<'a>, String> {
     let ap = after_path.display();
-    let Some(newline) = after.iter().position(|&c| c == b'\n') else {
+    let Some(newline) = line::find(b'\n', after) else {
         return Err(format!(
             "{ap}:1: {}: the log has no complete first line; expected a header such as `{}7`",
             show(after),
@@ -462,4 +887,35 @@ fn describe(bytes: &[u8]) -> String {
 
 fn unavailable(reason: String) -> Delta {
     Delta::Unavailable { reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::first_repeat;
+
+    /// The first repeat, the slow way.
+    fn naive(items: &[u8]) -> Option<(usize, usize)> {
+        (0..items.len()).find_map(|j| (0..j).find(|&i| items[i] == items[j]).map(|i| (i, j)))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// With hashes that collide on purpose (a few values, or only the
+        /// high or the low half set), the table still finds exactly the
+        /// first repeat.
+        #[test]
+        fn first_repeat_finds_the_first_repeat(items in prop::collection::vec(0u8..12, 0..40), weak in 0u32..4) {
+            let hash = |x: u8| match weak {
+                0 => u64::from(x % 3),
+                1 => u64::from(x) << 40,
+                2 => u64::from(x % 5) * 0x1_0000_0001,
+                _ => crate::hash::hash_bytes(&[x]) | u64::from(x),
+            };
+            let hashes: Vec<u64> = items.iter().map(|&x| hash(x)).collect();
+            prop_assert_eq!(first_repeat(&hashes, |a, b| items[a] == items[b]), naive(&items));
+        }
+    }
 }

@@ -5,6 +5,16 @@
 
 use super::{Action, Delta, Snapshot};
 
+// The differential tests of `tests/`, run here again with the hashes that
+// collide (see `hash::weakened`).
+#[path = "../tests/it/differential.rs"]
+mod differential;
+#[allow(dead_code)]
+#[path = "../tests/it/model.rs"]
+mod model;
+#[path = "../tests/it/reference.rs"]
+mod reference;
+
 /// Turns a drawn log into bytes (see the module comment).
 fn log(text: &str) -> Vec<u8> {
     let mut out = String::new();

@@ -1,5 +1,7 @@
 //! Feeds arbitrary bytes to `Snapshot::delta_from_bytes`: it must never panic,
-//! and what it returns must keep the crate's promises.
+//! what it returns must keep the crate's promises, and it must be exactly
+//! what the reader's reference (`tests/it/reference.rs`, the straightforward
+//! reader the fast one replaced) returns.
 //!
 //! Input layout (see `../README.md`): one flag byte (bit 0: there is a log
 //! before, bit 1: there is a log after, bit 2: Ninja failed), the length of
@@ -10,6 +12,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use ninja_log::{Delta, Snapshot};
+
+#[path = "../../tests/it/reference.rs"]
+mod reference;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&flags, rest)) = data.split_first() else {
@@ -26,6 +31,8 @@ fuzz_target!(|data: &[u8]| {
     let snapshot = Snapshot::from_bytes(".ninja_log", before);
     let delta = snapshot.delta_from_bytes(after);
     assert_eq!(delta, snapshot.delta_from_bytes(after), "not deterministic");
+    let want = reference::delta(snapshot.path(), snapshot.bytes(), after);
+    assert_eq!(delta, want, "not what the reference reader says");
     match &delta {
         Delta::Available { actions, notes } => {
             for a in actions {
