@@ -20,6 +20,11 @@
 //! independent reader (Chrome JSON, Perfetto wire format) and must hold exactly
 //! those operations: a fast wrong answer fails the run.
 //!
+//! The "registry, no layer" row is `tracing_subscriber::Registry` alone: the
+//! floor of every set-up that is a layer on it (the peers, and ours when a tool
+//! composes a layer of its own: "as a layer"). Ours by default is a subscriber
+//! of its own and does not sit on the registry.
+//!
 //! This measures the hot path only. Ours and tracing-chrome encode on a writer
 //! thread of their own (its CPU time per operation is printed beside the
 //! check); tracing-perfetto-file and tracing-perfetto encode on the calling
@@ -159,6 +164,10 @@ enum Ours {
     Perfetto,
     /// Chrome, Perfetto and the summary: what a tool gets by default.
     All,
+    /// The default sinks with a tool's own layer composed in
+    /// (`Session::start_with_layer`, here `Identity`): the registry and our
+    /// layer on it, instead of our own subscriber.
+    Layered,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,13 +181,14 @@ enum Subject {
     TracingPerfetto,
 }
 
-const SUBJECTS: [Subject; 12] = [
+const SUBJECTS: [Subject; 13] = [
     Subject::NoSubscriber,
     Subject::CaptureOff,
     Subject::Registry,
     Subject::Ours(Ours::Chrome),
     Subject::Ours(Ours::Perfetto),
     Subject::Ours(Ours::All),
+    Subject::Ours(Ours::Layered),
     Subject::TracingChrome { args: false },
     Subject::TracingChrome { args: true },
     Subject::PerfettoFile { thread_tracks: false, annotations: false },
@@ -196,6 +206,7 @@ impl Subject {
             Subject::Ours(Ours::Chrome) => "ours_chrome",
             Subject::Ours(Ours::Perfetto) => "ours_perfetto",
             Subject::Ours(Ours::All) => "ours_all",
+            Subject::Ours(Ours::Layered) => "ours_layered",
             Subject::TracingChrome { args: false } => "tracing_chrome",
             Subject::TracingChrome { args: true } => "tracing_chrome_args",
             Subject::PerfettoFile { thread_tracks: false, annotations: false } => "perfetto_file",
@@ -213,6 +224,7 @@ impl Subject {
             Subject::Ours(Ours::Chrome) => "ours: Chrome + summary",
             Subject::Ours(Ours::Perfetto) => "ours: Perfetto + summary",
             Subject::Ours(Ours::All) => "ours: Chrome + Perfetto + summary (default)",
+            Subject::Ours(Ours::Layered) => "ours, default sinks, as a layer (with a tool's layer)",
             Subject::TracingChrome { args: false } => "tracing-chrome 0.7.2",
             Subject::TracingChrome { args: true } => "tracing-chrome 0.7.2, include_args",
             Subject::PerfettoFile { thread_tracks: false, annotations: false } => {
@@ -287,10 +299,10 @@ fn config(dir: &Path) -> Config {
 
 fn sinks(which: Ours) -> Vec<Box<dyn Sink>> {
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
-    if matches!(which, Ours::Chrome | Ours::All) {
+    if matches!(which, Ours::Chrome | Ours::All | Ours::Layered) {
         sinks.push(Box::new(trace_sink_chrome::ChromeSink::new()));
     }
-    if matches!(which, Ours::Perfetto | Ours::All) {
+    if matches!(which, Ours::Perfetto | Ours::All | Ours::Layered) {
         sinks.push(Box::new(trace_sink_perfetto::PerfettoSink::new()));
     }
     sinks.push(Box::new(trace_summary::SummarySink::new()));
@@ -307,7 +319,16 @@ impl Rig {
             Subject::CaptureOff => (Scope::Off, Kind::Plain),
             Subject::Registry => (Scope::Dispatch(Dispatch::new(Registry::default())), Kind::Plain),
             Subject::Ours(which) => {
-                let session = Session::start(&config(dir), "bench", sinks(which)).expect("start a capture");
+                let session = match which {
+                    Ours::Layered => Session::start_with_layer(
+                        &config(dir),
+                        "bench",
+                        sinks(which),
+                        tracing_subscriber::layer::Identity::new(),
+                    ),
+                    _ => Session::start(&config(dir), "bench", sinks(which)),
+                }
+                .expect("start a capture");
                 (Scope::Dispatch(session.dispatch().clone()), Kind::Ours(session))
             }
             Subject::TracingChrome { args } => {
@@ -663,7 +684,8 @@ fn report(checked: &[(Subject, Workload, Checked)]) {
             ("ours (default) / tracing-perfetto-file", ours, pf),
             ("ours (default) / tracing-perfetto-file ThreadTracks", ours, pf_tt),
             ("ours (default) / tracing-chrome", ours, tc),
-            ("ours (default) / registry, no layer", ours, Subject::Registry),
+            ("ours, as a layer / registry, no layer", Subject::Ours(Ours::Layered), Subject::Registry),
+            ("ours, as a layer / tracing-perfetto-file", Subject::Ours(Ours::Layered), pf),
             ("ours: Perfetto / tracing-perfetto-file", Subject::Ours(Ours::Perfetto), pf),
             ("capture off / no subscriber", Subject::CaptureOff, Subject::NoSubscriber),
         ]

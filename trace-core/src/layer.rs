@@ -1,5 +1,7 @@
-//! The hot path: a `tracing` layer that stores raw records in a per-thread,
-//! per-capture buffer and hands full buffers to the writer thread.
+//! The hot path: raw records stored in a per-thread, per-capture buffer and
+//! handed in full batches to the writer thread, by a `tracing` layer on the
+//! registry ([`CaptureLayer`]) or by the capture's own subscriber
+//! ([`crate::subscriber`]), which share this code.
 //!
 //! The calling thread stores only what it has to: a timestamp relative to the
 //! capture's start, the span id, a `&'static` callsite, and field values
@@ -13,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tracing_core::field::{Field as TField, Visit};
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::{Event as TEvent, Metadata, Subscriber};
@@ -22,6 +24,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 use crate::event::Tid;
+use crate::subscriber::SpanRing;
 use crate::writer::Msg;
 
 /// Records per batch before it is handed to the writer.
@@ -103,6 +106,9 @@ impl Batch {
 /// Only its thread writes to it, except once: when the capture finishes, the
 /// writer thread takes what is left. A flag instead of a lock keeps the hot
 /// path to one atomic swap and one plain store per record.
+///
+/// Aligned so that two threads' buffers never share a cache line.
+#[repr(align(128))]
 pub(crate) struct ThreadBuf {
     pub index: u32,
     pub tid: Tid,
@@ -112,6 +118,9 @@ pub(crate) struct ThreadBuf {
     /// Set once the capture has taken this buffer's last records.
     pub closed: AtomicBool,
     local: UnsafeCell<Local>,
+    /// The callsites of the spans this thread created lately, for the capture's
+    /// own subscriber (unused under the registry).
+    pub spans: SpanRing,
 }
 
 // SAFETY: `local` is reached only through a `Claim`, and a `Claim` exists only
@@ -128,6 +137,7 @@ impl ThreadBuf {
             busy: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             local: UnsafeCell::new(Local { batch, closed: false }),
+            spans: SpanRing::new(),
         }
     }
 
@@ -184,6 +194,31 @@ pub(crate) struct Local {
     pub closed: bool,
 }
 
+impl Local {
+    /// Appends a record without fields.
+    #[inline]
+    pub(crate) fn raw(&mut self, kind: Kind, id: u64, ts: u64, meta: Option<&'static Metadata<'static>>) {
+        self.batch.raws.push(Raw { kind, id, ts, meta, fields_start: 0, fields_len: 0 });
+    }
+
+    /// Appends a record with the fields `record` visits.
+    #[inline]
+    pub(crate) fn raw_fields(
+        &mut self,
+        kind: Kind,
+        id: u64,
+        ts: u64,
+        meta: Option<&'static Metadata<'static>>,
+        record: impl FnOnce(&mut dyn Visit),
+    ) {
+        let b = &mut self.batch;
+        let start = b.values.len();
+        record(&mut FieldVisitor { batch: b });
+        let len = b.values.len() - start;
+        b.raws.push(Raw { kind, id, ts, meta, fields_start: start as u32, fields_len: len as u32 });
+    }
+}
+
 /// State shared by the layer, the writer thread and the session.
 pub(crate) struct Shared {
     pub capture_id: u64,
@@ -192,6 +227,12 @@ pub(crate) struct Shared {
     pub tx: Sender<Msg>,
     pub recycle: Receiver<Batch>,
     pub threads: Mutex<Vec<Arc<ThreadBuf>>>,
+    /// The same buffers, by index, for the rare lookups of another thread's
+    /// spans. A lock of its own: the writer holds `threads` while it waits for
+    /// the threads to release their buffers, so a thread must never wait for
+    /// `threads` while it holds its own buffer; this lock is only ever held
+    /// for an index.
+    pub by_index: RwLock<Vec<Arc<ThreadBuf>>>,
     pub closed: AtomicBool,
     pub dropped: AtomicU64,
     pub late: AtomicU64,
@@ -200,6 +241,24 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// A new capture's state, starting now; `tx` reaches its writer, which
+    /// sends emptied batches back through `recycle`.
+    pub(crate) fn new(tx: Sender<Msg>, recycle: Receiver<Batch>) -> Shared {
+        Shared {
+            capture_id: next_capture_id(),
+            base: Instant::now(),
+            base_mono_ns: crate::os::monotonic_ns(),
+            tx,
+            recycle,
+            threads: Mutex::new(Vec::new()),
+            by_index: RwLock::new(Vec::new()),
+            closed: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+            lane_tracks: Mutex::new(Vec::new()),
+        }
+    }
+
     /// Nanoseconds since the capture's start. Reads `CLOCK_MONOTONIC` directly:
     /// the same clock as `Instant`, without its checked arithmetic.
     #[inline]
@@ -224,13 +283,130 @@ impl Shared {
         };
         let buf = Arc::new(ThreadBuf::new(threads.len() as u32, tid, name, self.fresh_batch()));
         threads.push(buf.clone());
+        self.by_index.write().push(buf.clone());
         Some(buf)
+    }
+
+    /// Runs `f` on the buffer of this capture's thread number `index`.
+    #[cold]
+    pub(crate) fn with_thread_buf<R>(&self, index: u64, f: impl FnOnce(&ThreadBuf) -> R) -> Option<R> {
+        let bufs = self.by_index.read();
+        let buf = bufs.get(usize::try_from(index).ok()?)?;
+        Some(f(buf))
+    }
+
+    /// Runs `f` with the calling thread's slot for this capture, registering
+    /// the thread on its first use. `None` when the thread is already inside
+    /// the hot path (a `Debug` impl that logs), while it shuts down, or when
+    /// the capture has finished before the thread's first record.
+    #[inline(always)]
+    pub(crate) fn with_slot<R>(&self, f: impl FnOnce(&Slot) -> R) -> Option<R> {
+        let id = self.capture_id;
+        TLS.try_with(|tls| {
+            if tls.busy.replace(true) {
+                return None;
+            }
+            let _busy = Busy(&tls.busy);
+            {
+                let slots = tls.slots.try_borrow().ok()?;
+                if let Some(slot) = slots.iter().find(|s| s.capture == id) {
+                    return Some(f(slot));
+                }
+            }
+            {
+                let mut slots = tls.slots.try_borrow_mut().ok()?;
+                slots.retain(|s| !s.buf.closed.load(Ordering::Relaxed));
+                let buf = self.register()?;
+                slots.push(Slot::new(id, buf));
+            }
+            let slots = tls.slots.try_borrow().ok()?;
+            slots.last().map(f)
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// Runs `f` with the calling thread's slot for this capture if it has one,
+    /// even from inside the hot path. `f` must not record.
+    #[inline]
+    pub(crate) fn peek_slot<R>(&self, f: impl FnOnce(&Slot) -> R) -> Option<R> {
+        let id = self.capture_id;
+        TLS.try_with(|tls| {
+            let slots = tls.slots.try_borrow().ok()?;
+            slots.iter().find(|s| s.capture == id).map(f)
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// Runs `fill` on `buf`'s records, then hands them to the writer if the
+    /// batch is full. False when nothing was recorded (the buffer is closed).
+    /// Never panics, never blocks on the writer.
+    #[inline(always)]
+    pub(crate) fn fill(&self, buf: &ThreadBuf, fill: impl FnOnce(&mut Local)) -> bool {
+        let Some(mut local) = buf.try_claim() else { return false };
+        if local.closed {
+            return false;
+        }
+        fill(&mut local);
+        if local.batch.is_full() {
+            self.hand_over(buf.index, &mut local);
+        }
+        true
+    }
+
+    /// Sends the batch of thread `index` to the writer, or drops and counts its
+    /// records if the writer is too far behind. Called with the buffer claimed,
+    /// so the writer's final drain cannot miss a batch.
+    fn hand_over(&self, index: u32, local: &mut Local) {
+        let full = std::mem::replace(&mut local.batch, self.fresh_batch());
+        let n = full.raws.len() as u64;
+        if let Err(e) = self.tx.try_send(Msg::Batch { thread: index, batch: full }) {
+            self.dropped.fetch_add(n, Ordering::Relaxed);
+            if let Msg::Batch { mut batch, .. } = e.into_inner() {
+                batch.clear();
+                local.batch = batch;
+            }
+        }
+    }
+
+    /// Counts a record that could not be stored: late once the capture has
+    /// finished, dropped before.
+    #[cold]
+    pub(crate) fn lost(&self) {
+        let counter = if self.closed.load(Ordering::Relaxed) { &self.late } else { &self.dropped };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Clears the thread's hot-path flag, even if a `Debug` impl panics.
+struct Busy<'a>(&'a Cell<bool>);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+/// A thread's state for one capture.
+pub(crate) struct Slot {
+    capture: u64,
+    pub buf: Arc<ThreadBuf>,
+    /// The capture's subscriber: the sequence number of this thread's next span.
+    pub next_seq: Cell<u64>,
+    /// The capture's subscriber: the spans entered on this thread, innermost last.
+    pub stack: RefCell<Vec<(u64, &'static Metadata<'static>)>>,
+}
+
+impl Slot {
+    fn new(capture: u64, buf: Arc<ThreadBuf>) -> Slot {
+        Slot { capture, buf, next_seq: Cell::new(1), stack: RefCell::new(Vec::new()) }
     }
 }
 
 static NEXT_CAPTURE: AtomicU64 = AtomicU64::new(1);
 
-pub(crate) fn next_capture_id() -> u64 {
+fn next_capture_id() -> u64 {
     NEXT_CAPTURE.fetch_add(1, Ordering::Relaxed)
 }
 
@@ -239,8 +415,8 @@ struct Tls {
     /// Set while this thread is inside the hot path: a `Debug` impl that logs
     /// while its value is being formatted must not re-enter.
     busy: Cell<bool>,
-    /// This thread's buffers, one per capture it has recorded into.
-    slots: RefCell<Vec<(u64, Arc<ThreadBuf>)>>,
+    /// This thread's state, one per capture it has recorded into.
+    slots: RefCell<Vec<Slot>>,
     /// The span this thread created last (capture, span id, callsite): most
     /// spans are entered, exited and closed right where they are created, so
     /// `on_enter` rarely needs a registry lookup, and a span that cannot hold
@@ -253,8 +429,11 @@ thread_local! {
         const { Tls { busy: Cell::new(false), slots: RefCell::new(Vec::new()), last_new: Cell::new(None) } };
 }
 
-/// The capture's `tracing` layer. Built by [`crate::Session`]; exposed so that a
-/// dispatcher holding it can be found with `Dispatch::downcast_ref`.
+/// The capture's recording, as a `tracing` layer on the registry when the tool
+/// composes a layer of its own ([`crate::Session::start_with_layer`]), and
+/// inside the capture's own subscriber otherwise ([`crate::Session::start`]).
+/// Exposed so that either dispatcher can be found with
+/// `Dispatch::downcast_ref::<CaptureLayer>()`.
 pub struct CaptureLayer {
     pub(crate) shared: Arc<Shared>,
 }
@@ -271,93 +450,31 @@ impl CaptureLayer {
     #[inline]
     fn with_local(&self, fill: impl FnOnce(&mut Local)) -> bool {
         let shared = &*self.shared;
-        let id = shared.capture_id;
-        let done = TLS.try_with(|tls| {
-            if tls.busy.replace(true) {
-                return false;
-            }
-            let ok = 'ok: {
-                {
-                    let slots = tls.slots.borrow();
-                    if let Some((_, buf)) = slots.iter().find(|(c, _)| *c == id) {
-                        break 'ok self.fill_buf(buf, fill);
-                    }
-                }
-                let buf = {
-                    let mut slots = tls.slots.borrow_mut();
-                    slots.retain(|(_, b)| !b.closed.load(Ordering::Relaxed));
-                    let Some(buf) = shared.register() else { break 'ok false };
-                    slots.push((id, buf.clone()));
-                    buf
-                };
-                self.fill_buf(&buf, fill)
-            };
-            tls.busy.set(false);
-            ok
-        });
-        if !matches!(done, Ok(true)) {
-            let counter = if shared.closed.load(Ordering::Relaxed) { &shared.late } else { &shared.dropped };
-            counter.fetch_add(1, Ordering::Relaxed);
-            return false;
+        if shared.with_slot(|slot| shared.fill(&slot.buf, fill)) == Some(true) {
+            return true;
         }
-        true
-    }
-
-    #[inline]
-    fn fill_buf(&self, buf: &ThreadBuf, fill: impl FnOnce(&mut Local)) -> bool {
-        let shared = &*self.shared;
-        let Some(mut local) = buf.try_claim() else { return false };
-        if local.closed {
-            return false;
-        }
-        fill(&mut local);
-        if local.batch.is_full() {
-            let full = std::mem::replace(&mut local.batch, shared.fresh_batch());
-            let n = full.raws.len() as u64;
-            // Sent under the buffer's lock, so the writer's final drain cannot miss it.
-            if let Err(e) = shared.tx.try_send(Msg::Batch { thread: buf.index, batch: full }) {
-                shared.dropped.fetch_add(n, Ordering::Relaxed);
-                if let Msg::Batch { mut batch, .. } = e.into_inner() {
-                    batch.clear();
-                    local.batch = batch;
-                }
-            }
-        }
-        true
+        shared.lost();
+        false
     }
 
     /// Hands the calling thread's partial batch to the writer.
     pub(crate) fn flush_local(&self) {
-        let id = self.shared.capture_id;
-        let _ = TLS.try_with(|tls| {
-            let Ok(slots) = tls.slots.try_borrow() else { return };
-            if let Some((_, buf)) = slots.iter().find(|(c, _)| *c == id) {
-                let Some(mut local) = buf.try_claim() else { return };
-                if local.closed || local.batch.raws.is_empty() {
-                    return;
-                }
-                let full = std::mem::replace(&mut local.batch, self.shared.fresh_batch());
-                let n = full.raws.len() as u64;
-                if let Err(e) = self.shared.tx.try_send(Msg::Batch { thread: buf.index, batch: full }) {
-                    self.shared.dropped.fetch_add(n, Ordering::Relaxed);
-                    if let Msg::Batch { mut batch, .. } = e.into_inner() {
-                        batch.clear();
-                        local.batch = batch;
-                    }
-                }
+        let shared = &*self.shared;
+        let _ = shared.peek_slot(|slot| {
+            let Some(mut local) = slot.buf.try_claim() else { return };
+            if !local.closed && !local.batch.raws.is_empty() {
+                shared.hand_over(slot.buf.index, &mut local);
             }
         });
     }
 
     #[inline]
     fn push(&self, kind: Kind, id: u64, ts: u64, meta: Option<&'static Metadata<'static>>) {
-        let _ = self.with_local(|l| {
-            l.batch.raws.push(Raw { kind, id, ts, meta, fields_start: 0, fields_len: 0 });
-        });
+        let _ = self.with_local(|l| l.raw(kind, id, ts, meta));
     }
 
     #[inline]
-    fn push_fields(
+    pub(crate) fn push_fields(
         &self,
         kind: Kind,
         id: u64,
@@ -365,13 +482,7 @@ impl CaptureLayer {
         meta: Option<&'static Metadata<'static>>,
         record: impl FnOnce(&mut dyn Visit),
     ) {
-        let _ = self.with_local(|l| {
-            let b = &mut l.batch;
-            let start = b.values.len();
-            record(&mut FieldVisitor { batch: b });
-            let len = b.values.len() - start;
-            b.raws.push(Raw { kind, id, ts, meta, fields_start: start as u32, fields_len: len as u32 });
-        });
+        let _ = self.with_local(|l| l.raw_fields(kind, id, ts, meta, record));
     }
 }
 

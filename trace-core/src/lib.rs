@@ -9,6 +9,10 @@
 //!   writer thread, and builds a dispatcher that the command runs under with
 //!   `tracing::dispatcher::with_default` (never a global default), so repeated
 //!   and concurrent captures in one process each record only their own events.
+//!   That dispatcher is a subscriber of the capture's own (span ids and each
+//!   thread's entered spans kept beside its buffer, no registry), or, when the
+//!   tool composes a layer ([`Session::start_with_layer`]), a
+//!   `tracing_subscriber::Registry` with that layer and a [`CaptureLayer`].
 //! - On the hot path each thread appends raw records (a timestamp, a span id, a
 //!   `&'static` callsite, field values) to a buffer of its own for that capture
 //!   and hands it over in batches; nothing is allocated per event once the
@@ -64,6 +68,7 @@ mod layer;
 pub mod os;
 mod session;
 mod sink;
+mod subscriber;
 mod writer;
 
 pub use config::{Config, ConfigError, ErrorKind, DEFAULT_FILTER};

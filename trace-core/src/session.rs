@@ -3,21 +3,21 @@
 use std::fs::{self, OpenOptions};
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use parking_lot::Mutex;
 use tracing::dispatcher::{self, Dispatch};
 use tracing_subscriber::layer::{Layer, SubscriberExt};
 use tracing_subscriber::Registry;
 
 use crate::config::{Config, ConfigError, ErrorKind};
 use crate::event::{Field, FileStatus, LaneReport, LaneSlice};
-use crate::layer::{next_capture_id, CaptureLayer, Shared, CHANNEL_BATCHES};
+use crate::layer::{CaptureLayer, Shared, CHANNEL_BATCHES};
 use crate::os::{self, Usage};
 use crate::sink::{CheckedWriter, Sink};
+use crate::subscriber::CaptureSubscriber;
 use crate::writer::{self, Msg, OwnedLane, OwnedValue, SinkFile, StartOwned};
 
 /// The suffix of a file that is still being written.
@@ -78,18 +78,26 @@ impl Session {
     /// Creates the directory if needed and every sink's `.partial` file; if any
     /// of that fails, removes what it created and returns an error naming the
     /// directory variable, before the command runs.
+    ///
+    /// The dispatcher is a subscriber of the capture's own, with no
+    /// `tracing_subscriber::Registry` underneath: it supports everything
+    /// `tracing` asks of a subscriber (span ids, cloned and moved spans,
+    /// `Span::current()`), but offers no `LookupSpan` to layers. Use
+    /// [`Session::start_with_layer`] to compose a layer.
     pub fn start(config: &Config, command: &str, sinks: Vec<Box<dyn Sink>>) -> Result<Session, ConfigError> {
-        // With no other layer, the filter can apply to the whole subscriber,
-        // which is cheaper than a per-layer filter.
+        // With no layer of the tool's, nothing needs the registry: the capture
+        // is the whole subscriber, and the filter applies to all of it.
         let filter = config.filter().clone();
         Self::start_inner(config, command, sinks, move |capture| {
-            Dispatch::new(Registry::default().with(filter).with(capture))
+            Dispatch::new(CaptureSubscriber::new(capture, filter))
         })
     }
 
     /// Like [`Session::start`], with `layer` (the tool's own logging, for
     /// example) composed into the capture's subscriber, so that it keeps working
-    /// while the capture's dispatcher shadows the global one.
+    /// while the capture's dispatcher shadows the global one. The subscriber is
+    /// then a `tracing_subscriber::Registry` with `layer` and the capture's
+    /// [`CaptureLayer`] on it.
     pub fn start_with_layer<L>(
         config: &Config,
         command: &str,
@@ -154,18 +162,7 @@ impl Session {
 
         let (tx, rx) = crossbeam_channel::bounded(CHANNEL_BATCHES);
         let (recycle_tx, recycle_rx) = crossbeam_channel::bounded(CHANNEL_BATCHES);
-        let shared = Arc::new(Shared {
-            capture_id: next_capture_id(),
-            base: Instant::now(),
-            base_mono_ns: os::monotonic_ns(),
-            tx,
-            recycle: recycle_rx,
-            threads: Mutex::new(Vec::new()),
-            closed: AtomicBool::new(false),
-            dropped: AtomicU64::new(0),
-            late: AtomicU64::new(0),
-            lane_tracks: Mutex::new(Vec::new()),
-        });
+        let shared = Arc::new(Shared::new(tx, recycle_rx));
         let start = StartOwned {
             command: command.to_string(),
             stem: stem.clone(),

@@ -80,10 +80,15 @@ impl Sink for Collect {
 /// A session into a fresh temporary directory with the collecting sink, at
 /// `trace` level.
 pub fn session(command: &str) -> (Session, Collected) {
+    session_filtered(command, "trace")
+}
+
+/// The same with `filter` as `T_TRACE_FILTER`.
+pub fn session_filtered(command: &str, filter: &str) -> (Session, Collected) {
     let dir = tempfile::tempdir().unwrap().keep();
     let config = Config::from_lookup("T", &[], |n| match n {
         "T_TRACE_DIR" => Some(dir.clone().into()),
-        "T_TRACE_FILTER" => Some("trace".into()),
+        "T_TRACE_FILTER" => Some(filter.into()),
         _ => None,
     })
     .unwrap()

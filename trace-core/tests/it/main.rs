@@ -1,11 +1,13 @@
 //! trace-core's integration tests: the event stream sinks see, the hot path's
-//! allocations, and what happens when the writer falls behind.
+//! allocations, what happens when the writer falls behind, and the capture's
+//! own subscriber.
 
 mod alloc;
 mod bad_input;
 mod collect;
 mod flood;
 mod stream;
+mod subscriber;
 
 /// Counts heap allocations made by threads that opted in, so tests running in
 /// parallel in this binary do not disturb each other.
