@@ -53,9 +53,15 @@ enum Subject {
     Ours,
     TracingChrome,
     PerfettoFile,
+    /// No tracing at all: only the file work our capture cannot avoid.
+    FilesAlone,
 }
 
-const SUBJECTS: [Subject; 4] = [Subject::Off, Subject::Ours, Subject::TracingChrome, Subject::PerfettoFile];
+const SUBJECTS: [Subject; 5] =
+    [Subject::Off, Subject::Ours, Subject::FilesAlone, Subject::TracingChrome, Subject::PerfettoFile];
+
+/// The sizes of the three files a capture of `command` writes, about.
+const FILE_BYTES: [usize; 3] = [1_700, 700, 1_400];
 
 impl Subject {
     fn id(self) -> &'static str {
@@ -64,6 +70,7 @@ impl Subject {
             Subject::Ours => "ours",
             Subject::TracingChrome => "tracing_chrome",
             Subject::PerfettoFile => "perfetto_file",
+            Subject::FilesAlone => "files_alone",
         }
     }
 
@@ -73,6 +80,7 @@ impl Subject {
             Subject::Ours => "ours: Chrome + Perfetto + summary, renamed",
             Subject::TracingChrome => "tracing-chrome 0.7.2: file, layer, guard",
             Subject::PerfettoFile => "tracing-perfetto-file 0.1.1: file, layer, guard",
+            Subject::FilesAlone => "no tracing: 3 files created, written, closed, renamed",
         }
     }
 
@@ -104,6 +112,26 @@ impl Subject {
                 drop(guard);
                 vec![path]
             }
+            Subject::FilesAlone => {
+                let bytes = [b'x'; 4096];
+                FILE_BYTES
+                    .iter()
+                    .enumerate()
+                    .map(|(i, len)| {
+                        let path = dir.join(format!("alone-{seq}.{i}"));
+                        let partial = dir.join(format!("alone-{seq}.{i}.partial"));
+                        let mut f = std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .open(&partial)
+                            .expect("create a file");
+                        std::io::Write::write_all(&mut f, &bytes[..*len]).expect("write it");
+                        drop(f);
+                        std::fs::rename(&partial, &path).expect("rename it");
+                        path
+                    })
+                    .collect()
+            }
             Subject::PerfettoFile => {
                 let path = dir.join(format!("perfetto-file-{seq}.pftrace"));
                 let file = std::fs::File::create(&path).expect("create the trace file");
@@ -121,6 +149,14 @@ impl Subject {
 fn check(subject: Subject, dir: &Path) {
     let files = subject.once(dir, u64::MAX);
     let spans = PHASES + 1;
+    if subject == Subject::Ours {
+        // The "files alone" row writes about as much as a capture does.
+        let sizes: Vec<u64> = files.iter().map(|f| std::fs::metadata(f).map_or(0, |m| m.len())).collect();
+        eprintln!("ours wrote {sizes:?} bytes; the files-alone row writes {FILE_BYTES:?}");
+        let written: u64 = sizes.iter().sum();
+        let alone: usize = FILE_BYTES.iter().sum();
+        assert!(written as usize / 2 <= alone && alone <= 2 * written as usize, "{written} against {alone}");
+    }
     for f in &files {
         let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         let name = f.to_string_lossy();
@@ -142,7 +178,7 @@ fn check(subject: Subject, dir: &Path) {
     }
     let expected = match subject {
         Subject::Off => 0,
-        Subject::Ours => 3,
+        Subject::Ours | Subject::FilesAlone => 3,
         Subject::TracingChrome | Subject::PerfettoFile => 1,
     };
     assert_eq!(files.len(), expected, "{subject:?} wrote {files:?}");

@@ -25,7 +25,7 @@ use tracing_subscriber::Layer;
 
 use crate::event::Tid;
 use crate::subscriber::SpanRing;
-use crate::writer::Msg;
+use crate::writer::{Msg, WriterCell};
 
 /// Records per batch before it is handed to the writer.
 pub(crate) const BATCH_RECORDS: usize = 1024;
@@ -238,6 +238,8 @@ pub(crate) struct Shared {
     pub late: AtomicU64,
     /// Per external lane, the end of the last slice on each of its tracks.
     pub lane_tracks: Mutex<Vec<(String, Vec<u64>)>>,
+    /// The writer, started by the first message sent to it.
+    pub writer: WriterCell,
 }
 
 impl Shared {
@@ -256,6 +258,7 @@ impl Shared {
             dropped: AtomicU64::new(0),
             late: AtomicU64::new(0),
             lane_tracks: Mutex::new(Vec::new()),
+            writer: WriterCell::default(),
         }
     }
 
@@ -361,6 +364,7 @@ impl Shared {
     fn hand_over(&self, index: u32, local: &mut Local) {
         let full = std::mem::replace(&mut local.batch, self.fresh_batch());
         let n = full.raws.len() as u64;
+        self.writer.ensure_started();
         if let Err(e) = self.tx.try_send(Msg::Batch { thread: index, batch: full }) {
             self.dropped.fetch_add(n, Ordering::Relaxed);
             if let Msg::Batch { mut batch, .. } = e.into_inner() {

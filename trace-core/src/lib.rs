@@ -5,8 +5,8 @@
 //!
 //! - [`Config`] reads `<P>_TRACE_DIR`, `<P>_TRACE_FILTER` and `<P>_TRACE_FORMAT`
 //!   under a tool's prefix and checks every value before the command runs.
-//! - [`Session`] is one capture: it creates the `.partial` files, starts the
-//!   writer thread, and builds a dispatcher that the command runs under with
+//! - [`Session`] is one capture: it creates the `.partial` files and builds a
+//!   dispatcher that the command runs under with
 //!   `tracing::dispatcher::with_default` (never a global default), so repeated
 //!   and concurrent captures in one process each record only their own events.
 //!   That dispatcher is a subscriber of the capture's own (span ids and each
@@ -17,11 +17,17 @@
 //!   `&'static` callsite, field values) to a buffer of its own for that capture
 //!   and hands it over in batches; nothing is allocated per event once the
 //!   buffers are warm. A batch the writer cannot take is dropped and counted.
-//! - The writer thread turns the records into a well-formed [`Event`] stream and
+//! - The writer turns the records into a well-formed [`Event`] stream and
 //!   feeds every [`Sink`]; each sink writes one file through a [`CheckedWriter`]
-//!   that keeps the first I/O error instead of panicking.
+//!   that keeps the first I/O error instead of panicking. The writer is a
+//!   thread of its own, started when the first batch is handed over (or on
+//!   [`Session::flush`]); a command too short to fill a batch never starts
+//!   it, and its records become events on the thread that finishes the
+//!   capture. A sink must therefore not assume which thread calls it.
 //! - [`Session::finish`] closes what is still open, finishes the sinks, joins
-//!   the writer and renames each complete file from `.partial`.
+//!   the writer (or runs it, if it never started) and renames each complete
+//!   file from `.partial`. A sink that panics leaves its file `.partial` and
+//!   the report says so; the panic does not reach the command.
 //! - [`bind`] and [`spawn`] carry the capture to helper threads; [`current`]
 //!   gives code inside the command a [`Handle`] to add external lanes.
 //!

@@ -2,6 +2,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::BufWriter;
+use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use crate::layer::{CaptureLayer, Shared, CHANNEL_BATCHES};
 use crate::os::{self, Usage};
 use crate::sink::{CheckedWriter, Sink};
 use crate::subscriber::CaptureSubscriber;
-use crate::writer::{self, Msg, OwnedLane, OwnedValue, SinkFile, StartOwned};
+use crate::writer::{self, Ended, Msg, OwnedLane, OwnedValue, Pending, SinkFile, StartOwned, WriterCell};
 
 /// The suffix of a file that is still being written.
 pub const PARTIAL_SUFFIX: &str = ".partial";
@@ -60,7 +61,7 @@ fn partial_path(path: &Path) -> PathBuf {
 pub struct Session {
     shared: Arc<Shared>,
     dispatch: Dispatch,
-    writer: Option<JoinHandle<Vec<FileStatus>>>,
+    finished: bool,
     partials: Vec<PathBuf>,
     stem: String,
     usage_start: Usage,
@@ -127,8 +128,12 @@ impl Session {
                 &what,
             )
         };
-        fs::create_dir_all(config.dir())
-            .map_err(|e| dir_error(format!("cannot be created ({e}); expected a writable directory")))?;
+        // One `stat` for the usual case, where the directory exists; a
+        // failing `mkdir` first, as `create_dir_all` does, costs more.
+        if !config.dir().is_dir() {
+            fs::create_dir_all(config.dir())
+                .map_err(|e| dir_error(format!("cannot be created ({e}); expected a writable directory")))?;
+        }
 
         let start_unix_ms = os::unix_ms();
         let stem = new_stem(command, start_unix_ms);
@@ -162,7 +167,6 @@ impl Session {
 
         let (tx, rx) = crossbeam_channel::bounded(CHANNEL_BATCHES);
         let (recycle_tx, recycle_rx) = crossbeam_channel::bounded(CHANNEL_BATCHES);
-        let shared = Arc::new(Shared::new(tx, recycle_rx));
         let start = StartOwned {
             command: command.to_string(),
             stem: stem.clone(),
@@ -171,26 +175,15 @@ impl Session {
             startup_us: os::startup_us(),
             filter: config.filter_text().to_string(),
         };
-        let writer_shared = shared.clone();
-        let writer = std::thread::Builder::new()
-            .name("trace-writer".into())
-            // Room for a sink's compressor tables, which an unoptimised build
-            // assembles on the stack before moving them to the heap (about
-            // 300 KiB for zlib's); the pages are only touched if used.
-            .stack_size(1024 * 1024)
-            .spawn(move || writer::run(writer_shared, rx, recycle_tx, files, start));
-        let writer = match writer {
-            Ok(w) => w,
-            Err(e) => {
-                for p in &partials {
-                    let _ = fs::remove_file(p);
-                }
-                return Err(dir_error(format!("cannot be used: the writer thread did not start ({e})")));
-            }
-        };
+        let pending = Pending { rx, recycle: recycle_tx, sinks: files, start };
+        let shared = Arc::new_cyclic(|me| {
+            let mut shared = Shared::new(tx, recycle_rx);
+            shared.writer = WriterCell::new(me.clone(), pending);
+            shared
+        });
 
         let dispatch = dispatch(CaptureLayer { shared: shared.clone() });
-        Ok(Session { shared, dispatch, writer: Some(writer), partials, stem, usage_start: Usage::now() })
+        Ok(Session { shared, dispatch, finished: false, partials, stem, usage_start: Usage::now() })
     }
 
     /// The capture's dispatcher, to hand to threads the command starts.
@@ -216,6 +209,7 @@ impl Session {
     /// a steady state.
     pub fn flush(&self) {
         CaptureLayer { shared: self.shared.clone() }.flush_local();
+        self.shared.writer.ensure_started();
         let (tx, rx) = crossbeam_channel::bounded(1);
         if self.shared.tx.send(Msg::Sync(tx)).is_ok() {
             let _ = rx.recv_timeout(std::time::Duration::from_secs(1));
@@ -229,25 +223,38 @@ impl Session {
     }
 
     fn finish_inner(&mut self) -> Report {
-        let Some(writer) = self.writer.take() else {
+        if std::mem::replace(&mut self.finished, true) {
             return Report { stem: self.stem.clone(), files: Vec::new(), dropped_records: 0 };
-        };
+        }
         let end_rel = self.shared.rel_now();
         let resources = Usage::now().since(&self.usage_start);
-        let _ = self.shared.tx.send(Msg::Finish { end_rel, resources });
-        let files = match writer.join() {
-            Ok(files) => files,
-            Err(_) => self
-                .partials
+        let files = match self.shared.writer.end() {
+            Ended::Thread(writer) => {
+                let _ = self.shared.tx.send(Msg::Finish { end_rel, resources });
+                writer.join().ok().flatten()
+            }
+            // Nothing was ever sent: the records are all in the threads'
+            // buffers, and this thread turns them into the files.
+            Ended::Inline(pending) => {
+                let shared = self.shared.clone();
+                panic::catch_unwind(AssertUnwindSafe(|| {
+                    writer::run_inline(shared, pending, end_rel, resources)
+                }))
+                .ok()
+            }
+            Ended::Gone => None,
+        };
+        let files = files.unwrap_or_else(|| {
+            self.partials
                 .iter()
                 .map(|p| FileStatus {
                     sink: String::new(),
                     path: p.with_extension(""),
                     complete: false,
-                    error: Some("the trace writer thread panicked".to_string()),
+                    error: Some("the trace writer panicked".to_string()),
                 })
-                .collect(),
-        };
+                .collect()
+        });
         let files = files
             .into_iter()
             .map(|mut f| {
@@ -270,7 +277,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if self.writer.is_some() {
+        if !self.finished {
             let _ = self.finish_inner();
         }
     }
@@ -379,6 +386,7 @@ impl Handle {
     pub fn lane_slice(&self, slice: &LaneSlice<'_>) {
         let fields =
             slice.fields.iter().map(|f: &Field<'_>| (f.name.to_string(), OwnedValue::from_value(&f.value)));
+        self.shared.writer.ensure_started();
         let _ = self.shared.tx.send(Msg::Lane(OwnedLane {
             lane: slice.lane.to_string(),
             track: slice.track,
@@ -391,6 +399,7 @@ impl Handle {
 
     /// Says what an external lane's source reported, for the summary.
     pub fn lane_report(&self, report: LaneReport) {
+        self.shared.writer.ensure_started();
         let _ = self.shared.tx.send(Msg::LaneReport(report));
     }
 }

@@ -6,8 +6,11 @@ use crate::event::{Event, Finish, Start};
 
 /// A consumer of a capture's events that writes one file, `<stem>.<suffix>`.
 ///
-/// Sinks run on the capture's writer thread, one call at a time, in the order
-/// the capture was given them: a sink that reports on the others (the timings
+/// Sinks run on the capture's writer, one call at a time, in the order the
+/// capture was given them. The writer is a thread of its own once the command
+/// has recorded a batch; for a shorter command every call happens during
+/// [`crate::Session::finish`], on the thread that calls it. Either way the
+/// calls are in the same order: a sink that reports on the others (the timings
 /// summary) goes last and sees their [`crate::FileStatus`] in [`Finish::files`].
 ///
 /// The writer is a [`CheckedWriter`]: after an I/O error it keeps the error and

@@ -5,10 +5,12 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
 use tracing_core::Metadata;
 
 use crate::event::{
@@ -431,35 +433,125 @@ impl Writer {
     }
 }
 
-/// The writer thread's body. Returns the fate of each sink's file.
-pub(crate) fn run(
-    shared: Arc<Shared>,
-    rx: Receiver<Msg>,
-    recycle: Sender<Batch>,
-    mut sinks: Vec<SinkFile>,
-    start: StartOwned,
-) -> Vec<FileStatus> {
-    let info = Start {
-        command: &start.command,
-        stem: &start.stem,
-        pid: start.pid,
-        start_unix_ms: start.start_unix_ms,
-        start_ns: shared.base_mono_ns,
-        startup_us: start.startup_us,
-        filter: &start.filter,
-    };
-    for s in &mut sinks {
-        let r = s.sink.start(&info, &mut s.out);
-        s.keep(r);
+/// Everything the writer runs with, until it runs.
+pub(crate) struct Pending {
+    pub rx: Receiver<Msg>,
+    pub recycle: Sender<Batch>,
+    pub sinks: Vec<SinkFile>,
+    pub start: StartOwned,
+}
+
+/// The writer, started on the first message sent to it.
+///
+/// A short command (a few hundred records on each thread) never fills a batch,
+/// so nothing is sent before the capture finishes: its records are then turned
+/// into events on the finishing thread, which saves the thread's start and
+/// exit (about 55 µs, a third of a short capture's fixed cost). Otherwise the
+/// first thread to hand a batch over starts the writer thread. If the thread
+/// cannot be started, the messages wait in the channel (and are dropped and
+/// counted once it is full) and the finish processes them.
+#[derive(Default)]
+pub(crate) struct WriterCell {
+    started: AtomicBool,
+    /// What the writer runs with; taken by the writer thread or by the finish.
+    pending: Arc<Mutex<Option<Pending>>>,
+    thread: Mutex<Option<JoinHandle<Option<Vec<FileStatus>>>>>,
+    /// The capture's state, for the writer thread.
+    shared: Weak<Shared>,
+}
+
+/// How the writer ended, for the finish.
+pub(crate) enum Ended {
+    /// The writer thread is running: send it the finish and join it.
+    Thread(JoinHandle<Option<Vec<FileStatus>>>),
+    /// It never started: run it here.
+    Inline(Pending),
+    /// Already finished, or never had anything to write.
+    Gone,
+}
+
+impl WriterCell {
+    /// A writer for `shared`'s capture that will run with `pending`.
+    pub(crate) fn new(shared: Weak<Shared>, pending: Pending) -> WriterCell {
+        WriterCell {
+            started: AtomicBool::new(false),
+            pending: Arc::new(Mutex::new(Some(pending))),
+            thread: Mutex::new(None),
+            shared,
+        }
     }
-    let mut w = Writer {
-        shared,
-        sinks,
-        threads: Vec::new(),
-        span_fields: IdMap::default(),
-        spare: Vec::new(),
-        recycle,
-    };
+
+    /// Starts the writer thread unless it has started (or the capture has
+    /// finished). Called before anything is sent to the writer.
+    #[inline]
+    pub(crate) fn ensure_started(&self) {
+        if !self.started.load(Ordering::Acquire) {
+            self.start();
+        }
+    }
+
+    #[cold]
+    fn start(&self) {
+        let mut thread = self.thread.lock();
+        if self.started.load(Ordering::Acquire) || self.pending.lock().is_none() {
+            return;
+        }
+        let Some(shared) = self.shared.upgrade() else { return };
+        let pending = self.pending.clone();
+        let spawned = std::thread::Builder::new()
+            .name("trace-writer".into())
+            // Room for a sink's compressor tables, which an unoptimised build
+            // assembles on the stack before moving them to the heap (about
+            // 300 KiB for zlib's); the pages are only touched if used.
+            .stack_size(1024 * 1024)
+            .spawn(move || {
+                let p = pending.lock().take()?;
+                Some(run(shared, p))
+            });
+        // On failure the pending writer stays here: the next send tries again,
+        // and the finish runs it if none succeeds.
+        if let Ok(handle) = spawned {
+            *thread = Some(handle);
+            self.started.store(true, Ordering::Release);
+        }
+    }
+
+    /// Ends the writer's life as a thread-to-be: returns its thread, or what
+    /// it would have run with. Later calls return `Ended::Gone`, and nothing
+    /// starts the thread any more.
+    pub(crate) fn end(&self) -> Ended {
+        let mut thread = self.thread.lock();
+        let was_started = self.started.swap(true, Ordering::AcqRel);
+        if let Some(handle) = thread.take() {
+            return Ended::Thread(handle);
+        }
+        if was_started {
+            return Ended::Gone;
+        }
+        match self.pending.lock().take() {
+            Some(p) => Ended::Inline(p),
+            None => Ended::Gone,
+        }
+    }
+}
+
+/// Runs a writer that never started on the calling thread, from its sinks'
+/// start to their finish, after every thread's records are in.
+pub(crate) fn run_inline(
+    shared: Arc<Shared>,
+    p: Pending,
+    end_rel: u64,
+    resources: Resources,
+) -> Vec<FileStatus> {
+    let rx = p.rx.clone();
+    let w = Writer::start(shared, p);
+    w.finish(&rx, end_rel, resources)
+}
+
+/// The writer thread's body. Returns the fate of each sink's file.
+pub(crate) fn run(shared: Arc<Shared>, p: Pending) -> Vec<FileStatus> {
+    let rx = p.rx.clone();
+    let mut w = Writer::start(shared, p);
     let (end_rel, resources) = loop {
         match rx.recv() {
             Ok(msg) => {
@@ -472,4 +564,32 @@ pub(crate) fn run(
         }
     };
     w.finish(&rx, end_rel, resources)
+}
+
+impl Writer {
+    /// A writer whose sinks have started.
+    fn start(shared: Arc<Shared>, p: Pending) -> Writer {
+        let Pending { rx: _, recycle, mut sinks, start } = p;
+        let info = Start {
+            command: &start.command,
+            stem: &start.stem,
+            pid: start.pid,
+            start_unix_ms: start.start_unix_ms,
+            start_ns: shared.base_mono_ns,
+            startup_us: start.startup_us,
+            filter: &start.filter,
+        };
+        for s in &mut sinks {
+            let r = s.sink.start(&info, &mut s.out);
+            s.keep(r);
+        }
+        Writer {
+            shared,
+            sinks,
+            threads: Vec::new(),
+            span_fields: IdMap::default(),
+            spare: Vec::new(),
+            recycle,
+        }
+    }
 }

@@ -18,6 +18,8 @@ pub struct Seen {
     pub order: Vec<String>,
     pub dropped: u64,
     pub finished: bool,
+    /// The name of the thread that finished the sink.
+    pub finished_on: Option<String>,
 }
 
 pub type Collected = Arc<Mutex<Seen>>;
@@ -73,6 +75,7 @@ impl Sink for Collect {
         let mut s = self.0.lock();
         s.dropped = end.dropped_records;
         s.finished = true;
+        s.finished_on = std::thread::current().name().map(str::to_string);
         writeln!(out, "done")
     }
 }

@@ -8,6 +8,7 @@ mod collect;
 mod flood;
 mod stream;
 mod subscriber;
+mod writer_start;
 
 /// Counts heap allocations made by threads that opted in, so tests running in
 /// parallel in this binary do not disturb each other.
