@@ -23,6 +23,7 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
+use crate::clock::{self, Anchor};
 use crate::event::Tid;
 use crate::subscriber::SpanRing;
 use crate::writer::{Msg, WriterCell};
@@ -224,6 +225,11 @@ pub(crate) struct Shared {
     pub capture_id: u64,
     pub base: Instant,
     pub base_mono_ns: u64,
+    /// Whether records carry time-stamp counter ticks ([`crate::clock`])
+    /// rather than nanoseconds since `base_mono_ns`.
+    pub ticks: bool,
+    /// The first anchor of the tick conversion, read with `base_mono_ns`.
+    pub first_anchor: Anchor,
     pub tx: Sender<Msg>,
     pub recycle: Receiver<Batch>,
     pub threads: Mutex<Vec<Arc<ThreadBuf>>>,
@@ -246,10 +252,15 @@ impl Shared {
     /// A new capture's state, starting now; `tx` reaches its writer, which
     /// sends emptied batches back through `recycle`.
     pub(crate) fn new(tx: Sender<Msg>, recycle: Receiver<Batch>) -> Shared {
+        let ticks = clock::counter_usable();
+        let first_anchor =
+            if ticks { Anchor::now() } else { Anchor { tick: 0, ns: crate::os::monotonic_ns() } };
         Shared {
             capture_id: next_capture_id(),
             base: Instant::now(),
-            base_mono_ns: crate::os::monotonic_ns(),
+            base_mono_ns: first_anchor.ns,
+            ticks,
+            first_anchor,
             tx,
             recycle,
             threads: Mutex::new(Vec::new()),
@@ -267,6 +278,18 @@ impl Shared {
     #[inline]
     pub(crate) fn rel_now(&self) -> u64 {
         crate::os::monotonic_ns().saturating_sub(self.base_mono_ns)
+    }
+
+    /// A record's timestamp: time-stamp counter ticks where they are usable,
+    /// nanoseconds since the capture's start otherwise. The writer converts
+    /// either to monotonic nanoseconds.
+    #[inline(always)]
+    pub(crate) fn stamp(&self) -> u64 {
+        if self.ticks {
+            clock::ticks()
+        } else {
+            self.rel_now()
+        }
     }
 
     fn fresh_batch(&self) -> Batch {
@@ -569,12 +592,12 @@ where
         if values.is_empty() {
             return;
         }
-        let ts = self.shared.rel_now();
+        let ts = self.shared.stamp();
         self.push_fields(Kind::Record, span.into_u64(), ts, None, |v| values.record(v));
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        let ts = self.shared.rel_now();
+        let ts = self.shared.stamp();
         let id_u64 = id.into_u64();
         let capture = self.shared.capture_id;
         let known = TLS
@@ -588,7 +611,7 @@ where
     }
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
-        let ts = self.shared.rel_now();
+        let ts = self.shared.stamp();
         self.push(Kind::Exit, id.into_u64(), ts, None);
     }
 
@@ -611,7 +634,7 @@ where
     }
 
     fn on_event(&self, event: &TEvent<'_>, _ctx: Context<'_, S>) {
-        let ts = self.shared.rel_now();
+        let ts = self.shared.stamp();
         self.push_fields(Kind::Event, 0, ts, Some(event.metadata()), |v| event.record(v));
     }
 }

@@ -68,6 +68,7 @@
 
 #![deny(missing_docs)]
 
+mod clock;
 mod config;
 mod event;
 mod layer;

@@ -312,20 +312,20 @@ impl Subscriber for CaptureSubscriber {
         if values.is_empty() {
             return;
         }
-        let ts = self.layer.shared.rel_now();
+        let ts = self.layer.shared.stamp();
         self.layer.push_fields(Kind::Record, span.into_u64(), ts, None, |v| values.record(v));
     }
 
     fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
 
     fn event(&self, event: &Event<'_>) {
-        let ts = self.layer.shared.rel_now();
+        let ts = self.layer.shared.stamp();
         self.layer.push_fields(Kind::Event, 0, ts, Some(event.metadata()), |v| event.record(v));
     }
 
     fn enter(&self, span: &Id) {
         let shared = &*self.layer.shared;
-        let ts = shared.rel_now();
+        let ts = shared.stamp();
         let id = span.into_u64();
         let stored = shared.with_slot(|slot| {
             let meta = self.meta_of(&slot.buf, id);
@@ -341,7 +341,7 @@ impl Subscriber for CaptureSubscriber {
 
     fn exit(&self, span: &Id) {
         let shared = &*self.layer.shared;
-        let ts = shared.rel_now();
+        let ts = shared.stamp();
         let id = span.into_u64();
         let stored = shared.with_slot(|slot| {
             if let Ok(mut stack) = slot.stack.try_borrow_mut() {

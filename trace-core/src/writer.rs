@@ -13,6 +13,7 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 use tracing_core::Metadata;
 
+use crate::clock::Anchors;
 use crate::event::{
     Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Resources, Site, Start, Tid, Value,
 };
@@ -122,6 +123,9 @@ struct Open {
 struct ThreadState {
     tid: Tid,
     stack: Vec<Open>,
+    /// The latest time given to this thread's records: a thread's times never
+    /// go back, even where two counter reads ran out of order.
+    last_ns: u64,
 }
 
 fn raw_value<'b>(batch: &'b Batch, v: &RawValue) -> Value<'b> {
@@ -214,6 +218,8 @@ struct Writer {
     /// Emptied field lists, reused for the next spans.
     spare: Vec<OwnedFields>,
     recycle: Sender<Batch>,
+    /// The tick conversion, when records carry ticks.
+    anchors: Option<Anchors>,
 }
 
 impl Writer {
@@ -223,6 +229,22 @@ impl Writer {
 
     fn abs(&self, rel: u64) -> u64 {
         self.shared.base_mono_ns + rel
+    }
+
+    /// The monotonic time of a record of thread `i` stamped `stamp`.
+    #[inline]
+    fn time(&mut self, i: usize, stamp: u64) -> u64 {
+        let ns = match &self.anchors {
+            Some(anchors) => anchors.ns(stamp),
+            None => self.shared.base_mono_ns + stamp,
+        };
+        match self.threads[i].as_mut() {
+            Some(t) => {
+                t.last_ns = t.last_ns.max(ns);
+                t.last_ns
+            }
+            None => ns,
+        }
     }
 
     fn thread(&mut self, index: u32) -> Tid {
@@ -238,7 +260,7 @@ impl Writer {
             let b = &threads[i];
             (b.tid, b.name.clone())
         };
-        self.threads[i] = Some(ThreadState { tid, stack: Vec::new() });
+        self.threads[i] = Some(ThreadState { tid, stack: Vec::new(), last_ns: 0 });
         self.emit(&Event::ThreadName { thread: tid, name: &name });
         tid
     }
@@ -259,6 +281,10 @@ impl Writer {
     }
 
     fn batch(&mut self, index: u32, batch: Batch) {
+        // Every record of the batch was stamped before this reading.
+        if let Some(anchors) = self.anchors.as_mut() {
+            anchors.push_now();
+        }
         let tid = self.thread(index);
         let i = index as usize;
         for raw in &batch.raws {
@@ -300,7 +326,7 @@ impl Writer {
                 }
                 Kind::Enter => {
                     let Some(meta) = raw.meta else { continue };
-                    let ts = self.abs(raw.ts);
+                    let ts = self.time(i, raw.ts);
                     let fields = FieldBuf::owned(self.span_fields.get(&raw.id));
                     let event =
                         Event::SpanBegin { thread: tid, ts, site: Site::of(meta), fields: fields.as_slice() };
@@ -310,7 +336,7 @@ impl Writer {
                     }
                 }
                 Kind::Exit => {
-                    let ts = self.abs(raw.ts);
+                    let ts = self.time(i, raw.ts);
                     let Some(t) = self.threads[i].as_mut() else { continue };
                     // An exit whose enter was dropped matches nothing: skip it. Spans
                     // above the match lost their exits with a dropped batch: close them here.
@@ -339,12 +365,8 @@ impl Writer {
                         .iter()
                         .map(|f| Field { name: f.name, value: raw_value(&batch, &f.value) })
                         .collect();
-                    let event = Event::Instant {
-                        thread: tid,
-                        ts: self.abs(raw.ts),
-                        site: Site::of(meta),
-                        fields: &fields,
-                    };
+                    let ts = self.time(i, raw.ts);
+                    let event = Event::Instant { thread: tid, ts, site: Site::of(meta), fields: &fields };
                     feed(&mut self.sinks, &event);
                 }
             }
@@ -402,7 +424,9 @@ impl Writer {
         for (index, batch) in remainders {
             self.batch(index, batch);
         }
-        let end_ns = self.abs(end_rel);
+        // No record's time is after the end, whichever clock stamped it.
+        let last = self.threads.iter().flatten().map(|t| t.last_ns).max().unwrap_or(0);
+        let end_ns = self.abs(end_rel).max(last);
         for i in 0..self.threads.len() {
             let Some(t) = self.threads[i].as_mut() else { continue };
             let tid = t.tid;
@@ -583,6 +607,7 @@ impl Writer {
             let r = s.sink.start(&info, &mut s.out);
             s.keep(r);
         }
+        let anchors = shared.ticks.then(|| Anchors::new(shared.first_anchor));
         Writer {
             shared,
             sinks,
@@ -590,6 +615,7 @@ impl Writer {
             span_fields: IdMap::default(),
             spare: Vec::new(),
             recycle,
+            anchors,
         }
     }
 }
