@@ -13,19 +13,23 @@
 //!   after holds the 25,000 latest lines in a scrambled order, then the run's
 //!   25,000 lines.
 //!
-//! Each is measured as bytes per second over everything the reader is handed
-//! (the log before and the log after), and so are two newline counts over the
-//! same bytes: `newlines_naive` (`bytes.iter().filter(|b| **b == b'\n').count()`,
-//! which the compiler vectorises) and `newlines_memchr` (the `memchr` crate's
-//! `memchr_iter(b'\n', bytes).count()`). Before timing, the delta must be
-//! available with exactly the run's actions, and the counts must match.
+//! Each is read through both APIs: `delta` (`Snapshot::delta_from_bytes`, an
+//! owned `Delta`) and `delta_ref` (`Snapshot::delta_ref`, a `DeltaRef` whose
+//! actions borrow from the log). Each read is measured as bytes per second
+//! over everything the reader is handed (the log before and the log after),
+//! and so are two newline counts over the same bytes: `newlines_naive`
+//! (`bytes.iter().filter(|b| **b == b'\n').count()`, which the compiler
+//! vectorises) and `newlines_memchr` (the `memchr` crate's
+//! `memchr_iter(b'\n', bytes).count()`). Before timing, each delta must be
+//! available with exactly the run's actions and at most one note, and the
+//! counts must match.
 
 use std::hint::black_box;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use ninja_log::{Delta, Snapshot};
+use ninja_log::{Actions, Delta, DeltaRef, Snapshot};
 
 const ENTRIES: u64 = 100_000;
 const SAMPLE_SIZE: usize = 25;
@@ -122,6 +126,13 @@ fn delta(snapshot: &Snapshot, after: &[u8]) -> Delta {
     snapshot.delta_from_bytes(Some(after))
 }
 
+fn delta_ref<'a>(snapshot: &Snapshot, after: &'a [u8]) -> DeltaRef<'a> {
+    snapshot.delta_ref(Some(after))
+}
+
+/// The APIs measured, by the names of their rows.
+const APIS: [&str; 2] = ["delta", "delta_ref"];
+
 static SAMPLES: Mutex<Vec<(String, String, u64, Duration)>> = Mutex::new(Vec::new());
 
 /// The median time per iteration over the measured samples, in nanoseconds.
@@ -187,14 +198,17 @@ fn main() {
     for case in &cases {
         let snapshot = Snapshot::from_bytes(".ninja_log", case.before.clone());
         let d = delta(&snapshot, &case.after);
-        match &d {
-            Delta::Available { actions, notes } => {
-                assert_eq!(actions.len(), case.actions, "{}", case.id);
-                // Only how the log was read: no clock restart, nothing odd.
-                assert!(notes.len() <= 1, "{}: {notes:?}", case.id);
-            }
-            Delta::Unavailable { reason } => panic!("{}: unavailable: {reason}", case.id),
+        let lent = delta_ref(&snapshot, &case.after);
+        for (api, actions, notes) in [
+            ("delta", d.actions().map(<[_]>::len), d.notes()),
+            ("delta_ref", lent.actions().map(Actions::len), lent.notes()),
+        ] {
+            let reason = d.reason().or(lent.reason()).unwrap_or_default();
+            assert_eq!(actions, Some(case.actions), "{} {api}: {reason}", case.id);
+            // Only how the log was read: no clock restart, nothing odd.
+            assert!(notes.len() <= 1, "{} {api}: {notes:?}", case.id);
         }
+        assert!(lent.clone().into_delta() == d, "{}: the two APIs differ", case.id);
         let before = case.before.as_deref().unwrap_or_default();
         for count in [naive, memchr] {
             assert_eq!((count(before) + count(&case.after)) as u64, case.newlines(), "{}", case.id);
@@ -221,34 +235,40 @@ fn main() {
             });
         };
         timed("delta", &|| delta(&snapshot, black_box(&case.after)).actions().map_or(0, <[_]>::len));
+        timed("delta_ref", &|| {
+            delta_ref(&snapshot, black_box(&case.after)).actions().map_or(0, Actions::len)
+        });
         timed("newlines_naive", &|| naive(black_box(before)) + naive(black_box(&case.after)));
         timed("newlines_memchr", &|| memchr(black_box(before)) + memchr(black_box(&case.after)));
         group.finish();
     }
     c.final_summary();
 
-    if cases.iter().any(|k| median_ns(k.id, "delta").is_some()) {
+    if cases.iter().any(|k| APIS.iter().any(|api| median_ns(k.id, api).is_some())) {
         println!("\n{}", machine());
         println!("\nninja-log delta against newline counts of the same bytes (medians of samples)\n");
-        println!("| log | bytes read | delta MB/s | naive count MB/s | memchr count MB/s | delta / naive | delta / memchr |");
-        println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+        println!("| log | API | bytes read | delta MB/s | naive count MB/s | memchr count MB/s | delta / naive | delta / memchr |");
+        println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
         for k in &cases {
             let mbs = |id: &str| median_ns(k.id, id).map(|ns| k.bytes() as f64 / ns * 1e3);
-            let (d, n, m) = (mbs("delta"), mbs("newlines_naive"), mbs("newlines_memchr"));
+            let (n, m) = (mbs("newlines_naive"), mbs("newlines_memchr"));
             let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
             let r = |a: Option<f64>, b: Option<f64>| {
                 a.zip(b).map_or("-".to_string(), |(a, b)| format!("{:.3}x", a / b))
             };
-            println!(
-                "| {} | {} | {} | {} | {} | {} | {} |",
-                k.id,
-                k.bytes(),
-                f(d),
-                f(n),
-                f(m),
-                r(d, n),
-                r(d, m)
-            );
+            for api in APIS {
+                let d = mbs(api);
+                println!(
+                    "| {} | {api} | {} | {} | {} | {} | {} | {} |",
+                    k.id,
+                    k.bytes(),
+                    f(d),
+                    f(n),
+                    f(m),
+                    r(d, n),
+                    r(d, m)
+                );
+            }
         }
     }
 }

@@ -72,6 +72,29 @@
 //! With files, [`Snapshot::take`] reads the log before the run (a missing
 //! file is a snapshot of no log) and [`Snapshot::delta`] reads it after.
 //!
+//! # Owned or lent
+//!
+//! The actions come in two forms. A [`Delta`] owns them: each [`Action`]
+//! holds its outputs and hash as strings of its own, three allocations per
+//! action. A [`DeltaRef`], from [`Snapshot::delta_ref`], lends them: each
+//! [`ActionRef`] borrows its hash and outputs from the log's bytes, and all
+//! actions share two lists ([`Actions`]), so reading a large log allocates
+//! next to nothing per action, and the caller copies only what it keeps
+//! ([`ActionRef::to_action`]). One reader makes both, with the same notes
+//! and reasons; [`DeltaRef::into_delta`] turns a lent delta into the owned
+//! one.
+//!
+//! ```
+//! use ninja_log::Snapshot;
+//!
+//! let snapshot = Snapshot::from_bytes(".ninja_log", None);
+//! let after = b"# ninja log v7\n0\t12\t1700000000000000000\tmain.o\t3f2a\n";
+//! let delta = snapshot.delta_ref(Some(after));
+//! let main = delta.actions().and_then(|a| a.get(0)).expect("one action");
+//! assert_eq!((&*main.outputs[0], main.hash, main.duration_ms()), ("main.o", "3f2a", 12));
+//! assert_eq!(delta.into_delta(), snapshot.delta_from_bytes(Some(after)));
+//! ```
+//!
 //! # Environment and features
 //!
 //! None: the crate reads only the bytes it is given, and depends on nothing.
@@ -112,6 +135,8 @@ mod read;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
+use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -185,8 +210,45 @@ impl Snapshot {
 
     /// Returns what the run added, given the log's bytes after it (`None`:
     /// there is no log). Notes and reasons name the snapshot's path.
+    ///
+    /// The same as `self.delta_ref(after).into_delta()` (the same reader
+    /// makes both), but faster than converting.
     pub fn delta_from_bytes(&self, after: Option<&[u8]>) -> Delta {
         read::delta(&self.path, self.bytes(), &self.path, after)
+    }
+
+    /// Returns what the run added, like [`Snapshot::delta_from_bytes`], but
+    /// lends the actions out: their hashes and outputs are slices of `after`,
+    /// so nothing is allocated per action, and the caller copies only what it
+    /// keeps. Notes and reasons are the same, word for word.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use ninja_log::{DeltaRef, Snapshot};
+    ///
+    /// let before = "# ninja log v5\n0\t5\t100\ta.o\tc0ffee\n";
+    /// let snapshot = Snapshot::from_bytes(".ninja_log", Some(before.as_bytes().to_vec()));
+    /// let after = format!("{before}0\t7\t200\tb.h\tbeef\n0\t7\t200\tb.c\tbeef\n9\t12\t201\tc.o\tcafe\n");
+    ///
+    /// match snapshot.delta_ref(Some(after.as_bytes())).with_exit_status(true) {
+    ///     DeltaRef::Available { actions, .. } => {
+    ///         assert_eq!(actions.len(), 2);
+    ///         // Each action borrows from `after`: keep only what is needed.
+    ///         let longest = actions.iter().max_by_key(|a| a.duration_ms()).map(|a| a.outputs[0].to_string());
+    ///         assert_eq!(longest.as_deref(), Some("b.h"));
+    ///         let first = actions.get(0).expect("two actions");
+    ///         assert_eq!(first.outputs, ["b.h", "b.c"]);
+    ///         assert_eq!((first.start_ms, first.end_ms, first.hash), (0, 7, "beef"));
+    ///     }
+    ///     DeltaRef::Unavailable { reason } => panic!("{reason}"),
+    /// }
+    /// ```
+    ///
+    /// With files, read the log after the run yourself (a missing file is
+    /// `None`), and keep its bytes while the delta lives.
+    pub fn delta_ref<'a>(&self, after: Option<&'a [u8]>) -> DeltaRef<'a> {
+        read::delta_ref(&self.path, self.bytes(), &self.path, after)
     }
 }
 
@@ -197,6 +259,11 @@ fn read_if_present(path: &Path) -> io::Result<Option<Vec<u8>>> {
         Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
     }
 }
+
+/// The note [`Delta::with_exit_status`] and [`DeltaRef::with_exit_status`]
+/// add after a failure.
+const FAILED: &str = "Ninja exited with a failure: the log holds only actions that succeeded, so \
+                      the action that failed, and any stopped with it, are absent";
 
 /// What one Ninja run added to its log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -228,11 +295,7 @@ impl Delta {
     pub fn with_exit_status(self, success: bool) -> Delta {
         match self {
             Delta::Available { actions, mut notes } if !success => {
-                notes.push(
-                    "Ninja exited with a failure: the log holds only actions that succeeded, so \
-                     the action that failed, and any stopped with it, are absent"
-                        .to_owned(),
-                );
+                notes.push(FAILED.to_owned());
                 Delta::Available { actions, notes }
             }
             delta => delta,
@@ -292,5 +355,185 @@ impl Action {
     /// How long the command ran, in milliseconds.
     pub fn duration_ms(&self) -> u64 {
         self.end_ms - self.start_ms
+    }
+}
+
+/// What one Ninja run added to its log, with the actions lent out of the log
+/// after the run ([`Snapshot::delta_ref`]): [`Delta`] without a copy of each
+/// action. [`DeltaRef::into_delta`] makes the [`Delta`] that
+/// [`Snapshot::delta_from_bytes`] returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeltaRef<'a> {
+    /// The run's actions, sure to be all the log holds of this run.
+    Available {
+        /// In the order Ninja finished them (the order of their first lines).
+        actions: Actions<'a>,
+        /// As in [`Delta::Available`].
+        notes: Vec<String>,
+    },
+    /// The log could not be followed, so the run's actions are unknown.
+    Unavailable {
+        /// As in [`Delta::Unavailable`].
+        reason: String,
+    },
+}
+
+impl<'a> DeltaRef<'a> {
+    /// Records Ninja's exit status, as [`Delta::with_exit_status`] does.
+    #[must_use]
+    pub fn with_exit_status(self, success: bool) -> DeltaRef<'a> {
+        match self {
+            DeltaRef::Available { actions, mut notes } if !success => {
+                notes.push(FAILED.to_owned());
+                DeltaRef::Available { actions, notes }
+            }
+            delta => delta,
+        }
+    }
+
+    /// The same delta with each action copied into an [`Action`] of its own.
+    pub fn into_delta(self) -> Delta {
+        match self {
+            DeltaRef::Available { actions, notes } => {
+                Delta::Available { actions: actions.iter().map(|a| a.to_action()).collect(), notes }
+            }
+            DeltaRef::Unavailable { reason } => Delta::Unavailable { reason },
+        }
+    }
+
+    /// Whether the run's actions are known.
+    pub fn is_available(&self) -> bool {
+        matches!(self, DeltaRef::Available { .. })
+    }
+
+    /// The run's actions, if known.
+    pub fn actions(&self) -> Option<&Actions<'a>> {
+        match self {
+            DeltaRef::Available { actions, .. } => Some(actions),
+            DeltaRef::Unavailable { .. } => None,
+        }
+    }
+
+    /// The notes of an available delta; empty for an unavailable one.
+    pub fn notes(&self) -> &[String] {
+        match self {
+            DeltaRef::Available { notes, .. } => notes,
+            DeltaRef::Unavailable { .. } => &[],
+        }
+    }
+
+    /// Why the delta is unavailable, if it is.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            DeltaRef::Available { .. } => None,
+            DeltaRef::Unavailable { reason } => Some(reason),
+        }
+    }
+}
+
+impl From<DeltaRef<'_>> for Delta {
+    fn from(delta: DeltaRef<'_>) -> Delta {
+        delta.into_delta()
+    }
+}
+
+/// The actions of a [`DeltaRef`], in the order Ninja finished them. Each is
+/// an [`ActionRef`] that borrows this list (for its outputs) and the log.
+///
+/// Two allocations hold them all, however many there are: one entry per
+/// action, and one list of every output, where each action's outputs are
+/// next to each other.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Actions<'a> {
+    pub(crate) heads: Vec<Head<'a>>,
+    pub(crate) outputs: Vec<Cow<'a, str>>,
+}
+
+/// An action of [`Actions`] without its outputs: which of them are its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Head<'a> {
+    pub(crate) start_ms: u64,
+    pub(crate) end_ms: u64,
+    pub(crate) hash: &'a str,
+    pub(crate) epoch: u32,
+    /// The index of its first output in `Actions::outputs`.
+    pub(crate) first: usize,
+    /// How many outputs it has.
+    pub(crate) len: usize,
+}
+
+impl<'a> Actions<'a> {
+    /// How many actions there are.
+    pub fn len(&self) -> usize {
+        self.heads.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.heads.is_empty()
+    }
+
+    /// The action at `index`, if there are that many.
+    pub fn get(&self, index: usize) -> Option<ActionRef<'_, 'a>> {
+        self.heads.get(index).map(|h| self.lend(h))
+    }
+
+    /// The actions in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = ActionRef<'_, 'a>> + DoubleEndedIterator + Clone {
+        self.heads.iter().map(|h| self.lend(h))
+    }
+
+    fn lend(&self, h: &Head<'a>) -> ActionRef<'_, 'a> {
+        ActionRef {
+            start_ms: h.start_ms,
+            end_ms: h.end_ms,
+            outputs: &self.outputs[h.first..h.first + h.len],
+            hash: h.hash,
+            epoch: h.epoch,
+        }
+    }
+}
+
+impl fmt::Debug for Actions<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// One action of the run, as [`Action`] but lent: `'a` is the log after the
+/// run, `'d` the [`Actions`] it is one of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ActionRef<'d, 'a> {
+    /// When the command started, in milliseconds since Ninja's clock started.
+    pub start_ms: u64,
+    /// When Ninja saw it finish, on the same clock.
+    pub end_ms: u64,
+    /// Its outputs, as the manifest names them, in the order of their lines.
+    /// Each is a slice of the log, except a path that is not UTF-8: that one
+    /// is converted lossily (U+FFFD for the bad bytes) into a string of its
+    /// own, as in [`Action::outputs`].
+    pub outputs: &'d [Cow<'a, str>],
+    /// The hash of its command line as written in the log (see
+    /// [`Action::hash`]).
+    pub hash: &'a str,
+    /// Which of Ninja's clocks the times are on (see [`Action::epoch`]).
+    pub epoch: u32,
+}
+
+impl ActionRef<'_, '_> {
+    /// How long the command ran, in milliseconds.
+    pub fn duration_ms(&self) -> u64 {
+        self.end_ms - self.start_ms
+    }
+
+    /// A copy that owns its outputs and hash.
+    pub fn to_action(&self) -> Action {
+        Action {
+            start_ms: self.start_ms,
+            end_ms: self.end_ms,
+            outputs: self.outputs.iter().map(|o| o[..].to_owned()).collect(),
+            hash: self.hash.to_owned(),
+            epoch: self.epoch,
+        }
     }
 }

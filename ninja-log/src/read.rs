@@ -22,8 +22,11 @@
 //!   the old bytes are a prefix), and the lines of the old log are only
 //!   counted, for line numbers.
 //! - A line is read in one pass, without allocating (`line::parse_line`).
-//!   The only allocations per action are those of the [`Action`] returned.
-//! - Lines, outputs and hashes are slices of the logs, never copied.
+//! - Lines, outputs and hashes are slices of the logs, never copied. For a
+//!   [`DeltaRef`], the actions lend their hashes and outputs from the log
+//!   after the run and share two lists (one entry per action, and every
+//!   output); only a [`Delta`] allocates per action, for the [`Action`]s it
+//!   returns. One reader makes both ([`Collect`]).
 //! - The large tables, one entry per line or output of a log, are
 //!   [`Index`]es: a `u64` per slot, keyed by a fast hash, holding offsets
 //!   into the log and asking the caller to compare the bytes there. They are
@@ -33,12 +36,13 @@
 //! - An output logged twice in an epoch is looked for once the epoch is
 //!   read, from a hash per line, instead of in a map updated line by line.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use crate::format;
 use crate::hash::{hash_bytes, FastMap, Index, Slot};
 use crate::line::{self, show, Line, Lines};
-use crate::{Action, Delta};
+use crate::{Action, Actions, Delta, DeltaRef, Head};
 
 /// The header of the log after the run.
 struct Header<'a> {
@@ -252,26 +256,56 @@ fn output_at(bytes: &[u8], at: usize) -> &[u8] {
     line::loaded_output(line_at(bytes, at)).unwrap_or_default()
 }
 
+/// What the reader found: the run's actions (collected in `C`) and notes, or
+/// why the delta is unavailable.
+type Read<C> = Result<(C, Vec<String>), String>;
+
+/// The delta, each action owning its outputs and hash.
 pub(crate) fn delta(
     before_path: &Path,
     before: Option<&[u8]>,
     after_path: &Path,
     after: Option<&[u8]>,
 ) -> Delta {
+    match read::<Vec<Action>>(before_path, before, after_path, after) {
+        Ok((actions, notes)) => Delta::Available { actions, notes },
+        Err(reason) => Delta::Unavailable { reason },
+    }
+}
+
+/// The delta, its actions lent from `after`.
+pub(crate) fn delta_ref<'a>(
+    before_path: &Path,
+    before: Option<&[u8]>,
+    after_path: &Path,
+    after: Option<&'a [u8]>,
+) -> DeltaRef<'a> {
+    match read::<Gather<'a>>(before_path, before, after_path, after) {
+        Ok((actions, notes)) => DeltaRef::Available { actions: actions.finish(), notes },
+        Err(reason) => DeltaRef::Unavailable { reason },
+    }
+}
+
+fn read<'a, C: Collect<'a>>(
+    before_path: &Path,
+    before: Option<&[u8]>,
+    after_path: &Path,
+    after: Option<&'a [u8]>,
+) -> Read<C> {
     let (bp, ap) = (before_path.display(), after_path.display());
     let after = match (before, after) {
         (_, Some(a)) if !a.is_empty() => a,
         (None | Some([]), after) => {
             let found = if after.is_some() { "empty" } else { "missing" };
-            return Delta::Available {
-                actions: Vec::new(),
-                notes: vec![format!(
+            return Ok((
+                C::default(),
+                vec![format!(
                     "{ap}: the log is {found} after the run and held nothing before it, so Ninja \
                      recorded no successful action in it (nothing to do, a dry run, or a failure \
                      before any action succeeded); if the manifest sets `builddir`, the log is in \
                      that directory instead"
                 )],
-            };
+            ));
         }
         (Some(b), None) => {
             return unavailable(format!(
@@ -413,13 +447,13 @@ pub(crate) fn delta(
 }
 
 /// A log that grew: the bytes past the old ones are this run's.
-fn appended(
+fn appended<'a, C: Collect<'a>>(
     before_path: &Path,
     before: Option<&[u8]>,
     after_path: &Path,
-    after: &[u8],
+    after: &'a [u8],
     h: &Header<'_>,
-) -> Delta {
+) -> Read<C> {
     let b = before.unwrap_or_default();
     let start = b.len().max(h.end);
     // The lines of the run are numbered from 0 here, and `numbers` counts
@@ -478,18 +512,18 @@ impl<'a> LineNumbers<'a> {
 }
 
 /// Reads the lines of this run into actions.
-fn finish<'a>(
+fn finish<'a, C: Collect<'a>>(
     after_path: &Path,
     mut lines: Lines<'a>,
     numbers: &LineNumbers<'_>,
     mut notes: Vec<String>,
-) -> Delta {
+) -> Read<C> {
     let ap = after_path.display();
     // Not sized up front, nor is any list below: growing them turned out
     // faster (with glibc, a large buffer allocated at once, and freed after
     // each read, makes the allocator hand the heap back to the system, and
     // the next read fault it in again, page by page).
-    let mut actions: Vec<Action> = Vec::new();
+    let mut actions = C::default();
     // The outputs of this epoch's lines, checked for one logged twice when
     // the epoch ends (see `Outputs`).
     let mut outputs = Outputs::new(lines.clone());
@@ -544,27 +578,21 @@ fn finish<'a>(
         previous = Some((e.end_ms, l.no));
         outputs.push(e.output);
         let output = match std::str::from_utf8(e.output) {
-            Ok(s) => s.to_owned(),
+            Ok(s) => Cow::Borrowed(s),
             Err(_) => {
                 let (first, count) = not_utf8.get_or_insert((l.no, 0));
                 *first = (*first).min(l.no);
                 *count += 1;
-                String::from_utf8_lossy(e.output).into_owned()
+                String::from_utf8_lossy(e.output)
             }
         };
         match block.find(e.start_ms, e.hash_value) {
-            Some(i) => actions[i].outputs.push(output),
+            Some(i) => actions.add_output(i, output),
             None => {
                 block.add(e.start_ms, e.hash_value, actions.len());
-                actions.push(Action {
-                    start_ms: e.start_ms,
-                    end_ms: e.end_ms,
-                    outputs: vec![output],
-                    // ASCII: it is valid UTF-8.
-                    hash: std::str::from_utf8(e.hash)
-                        .map_or_else(|_| String::from_utf8_lossy(e.hash).into_owned(), str::to_owned),
-                    epoch,
-                });
+                // Lowercase hex digits (`line::Entry`), so always UTF-8.
+                let hash = std::str::from_utf8(e.hash).unwrap_or_default();
+                actions.add(e.start_ms, e.end_ms, hash, epoch, output);
             }
         }
     }
@@ -578,7 +606,117 @@ fn finish<'a>(
             numbers.of(first)
         ));
     }
-    Delta::Available { actions, notes }
+    Ok((actions, notes))
+}
+
+/// Where [`finish`] puts the run's actions as it reads their lines: each
+/// line adds an action, or an output to one. A [`Delta`] collects them in a
+/// `Vec<Action>`, a [`DeltaRef`] in a [`Gather`]; the reader is the same.
+///
+/// Converting a [`DeltaRef`] into a [`Delta`] gives the same result, but
+/// collecting the owned actions directly is faster: with the lent lists and
+/// the owned actions alive at once, glibc hands the heap back to the system
+/// once they are freed, and the next read faults it in again (a read of a
+/// 100,000-line first build took twice as long that way).
+trait Collect<'a>: Default {
+    /// How many actions there are.
+    fn len(&self) -> usize;
+
+    /// Adds an action with its first output.
+    fn add(&mut self, start_ms: u64, end_ms: u64, hash: &'a str, epoch: u32, output: Cow<'a, str>);
+
+    /// Adds an output to the action at `index`.
+    fn add_output(&mut self, index: usize, output: Cow<'a, str>);
+}
+
+impl<'a> Collect<'a> for Vec<Action> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    #[inline]
+    fn add(&mut self, start_ms: u64, end_ms: u64, hash: &'a str, epoch: u32, output: Cow<'a, str>) {
+        self.push(Action {
+            start_ms,
+            end_ms,
+            outputs: vec![output.into_owned()],
+            hash: hash.to_owned(),
+            epoch,
+        });
+    }
+
+    #[inline]
+    fn add_output(&mut self, index: usize, output: Cow<'a, str>) {
+        self[index].outputs.push(output.into_owned());
+    }
+}
+
+/// The actions of a [`DeltaRef`] as they are read. An action's outputs are
+/// kept next to each other in [`Actions::outputs`], as [`Actions`] needs
+/// them.
+#[derive(Default)]
+struct Gather<'a> {
+    actions: Actions<'a>,
+    /// Empty while each line is of the latest action or a new one, and
+    /// outputs are only ever added at the end of the latest action's. Once a
+    /// line is of an earlier action (which has the same end time, so the
+    /// lines of two actions are interleaved), the action of each output, to
+    /// put them in order at the end.
+    owners: Vec<usize>,
+}
+
+impl<'a> Collect<'a> for Gather<'a> {
+    fn len(&self) -> usize {
+        self.actions.heads.len()
+    }
+
+    #[inline]
+    fn add(&mut self, start_ms: u64, end_ms: u64, hash: &'a str, epoch: u32, output: Cow<'a, str>) {
+        let first = self.actions.outputs.len();
+        if !self.owners.is_empty() {
+            self.owners.push(self.len());
+        }
+        self.actions.heads.push(Head { start_ms, end_ms, hash, epoch, first, len: 1 });
+        self.actions.outputs.push(output);
+    }
+
+    #[inline]
+    fn add_output(&mut self, index: usize, output: Cow<'a, str>) {
+        if self.owners.is_empty() && index + 1 != self.len() {
+            self.owners = self
+                .actions
+                .heads
+                .iter()
+                .enumerate()
+                .flat_map(|(i, h)| std::iter::repeat_n(i, h.len))
+                .collect();
+        }
+        if !self.owners.is_empty() {
+            self.owners.push(index);
+        }
+        self.actions.heads[index].len += 1;
+        self.actions.outputs.push(output);
+    }
+}
+
+impl<'a> Gather<'a> {
+    /// The actions, each one's outputs in the order of their lines.
+    fn finish(self) -> Actions<'a> {
+        let Gather { mut actions, owners } = self;
+        if !owners.is_empty() {
+            // A stable sort: the outputs of each action stay in the order of
+            // their lines.
+            let mut pairs: Vec<(usize, Cow<'a, str>)> = owners.into_iter().zip(actions.outputs).collect();
+            pairs.sort_by_key(|&(owner, _)| owner);
+            actions.outputs = pairs.into_iter().map(|(_, output)| output).collect();
+            let mut first = 0;
+            for h in &mut actions.heads {
+                h.first = first;
+                first += h.len;
+            }
+        }
+        actions
+    }
 }
 
 /// The outputs of the lines of one epoch, to find one logged twice: one
@@ -608,9 +746,9 @@ impl<'a> Outputs<'a> {
         self.hashes.clear();
     }
 
-    /// The unavailable delta for the first line whose output an earlier line
-    /// of the epoch logged, if there is one.
-    fn check(&self, after_path: &Path, numbers: &LineNumbers<'_>) -> Option<Delta> {
+    /// Why the delta is unavailable, if a line's output was logged by an
+    /// earlier line of the epoch: for the first such line.
+    fn check<T>(&self, after_path: &Path, numbers: &LineNumbers<'_>) -> Option<Result<T, String>> {
         let line = |i: usize| self.lines.clone().nth(i);
         let same = |a: usize, b: usize| {
             line(a).zip(line(b)).is_some_and(|(a, b)| output_of(a.bytes) == output_of(b.bytes))
@@ -870,7 +1008,7 @@ fn header<'a>(after_path: &Path, after: &'a [u8]) -> Result<Header<'a>, String> 
     }
 }
 
-fn cut_short(after_path: &Path, t: Line<'_>) -> Delta {
+fn cut_short<T>(after_path: &Path, t: Line<'_>) -> Result<T, String> {
     unavailable(format!(
         "{}:{}: {}: the last line has no newline; Ninja writes whole lines, so the log was cut \
          short",
@@ -885,8 +1023,8 @@ fn describe(bytes: &[u8]) -> String {
     format!("{} bytes starting with {}", bytes.len(), show(first))
 }
 
-fn unavailable(reason: String) -> Delta {
-    Delta::Unavailable { reason }
+fn unavailable<T>(reason: String) -> Result<T, String> {
+    Err(reason)
 }
 
 #[cfg(test)]

@@ -3,12 +3,16 @@
 //! (`start end mtime output hash`). `busy(..)` pads a log with 101 lines for
 //! an output `f` right after its header, so that Ninja would recompact it.
 
+use std::borrow::Cow;
+
 use super::{Action, Delta, Snapshot};
 
 // The differential tests of `tests/`, run here again with the hashes that
 // collide (see `hash::weakened`).
 #[path = "../tests/it/differential.rs"]
 mod differential;
+#[path = "../tests/it/lent.rs"]
+mod lent;
 #[allow(dead_code)]
 #[path = "../tests/it/model.rs"]
 mod model;
@@ -60,6 +64,7 @@ fn draw(a: &Action) -> String {
 fn check(before: Option<Vec<u8>>, after: Option<Vec<u8>>, expect: Expect<'_>) {
     let snapshot = Snapshot::from_bytes("out/.ninja_log", before);
     let delta = snapshot.delta_from_bytes(after.as_deref());
+    lent::agrees(&snapshot, after.as_deref(), &delta).unwrap_or_else(|e| panic!("{e}"));
     match (&delta, expect) {
         (Delta::Available { actions, notes }, Actions(want, note)) => {
             let got: Vec<String> = actions.iter().map(draw).collect();
@@ -359,4 +364,57 @@ fn an_unreadable_log_after_the_run_is_unavailable_naming_it() {
     let delta = snapshot.delta(dir.path());
     let reason = delta.reason().expect("unavailable");
     assert!(reason.contains(&dir.path().display().to_string()), "{reason}");
+}
+
+/// The lent actions of a drawn log, drawn as `draw` draws owned ones, and
+/// whether each output is a slice of the log (rather than a copy).
+fn lent(before: Option<Vec<u8>>, after: &[u8]) -> (Vec<String>, Vec<bool>) {
+    let snapshot = Snapshot::from_bytes("out/.ninja_log", before);
+    let delta = snapshot.delta_ref(Some(after));
+    let actions = delta.actions().unwrap_or_else(|| panic!("{delta:#?}"));
+    let drawn = actions.iter().map(|a| draw(&a.to_action())).collect();
+    let borrowed = actions.iter().flat_map(|a| a.outputs).map(|o| matches!(o, Cow::Borrowed(_))).collect();
+    (drawn, borrowed)
+}
+
+#[test]
+fn lent_outputs_of_one_action_on_lines_apart_are_listed_together_in_line_order() {
+    // `a.o` and `c.o` are one action: same start, end and hash.
+    let after = log("# ninja log v5
+        0  5  100  a.o  aa
+        1  5  100  b.o  bb
+        0  5  100  c.o  aa
+        1  5  100  d.o  bb
+        2  5  100  e.o  ee
+        0  5  100  f.o  aa
+        6  9  100  g.o  99
+        6  9  100  h.o  99");
+    let (drawn, borrowed) = lent(None, &after);
+    assert_eq!(drawn, ["0-5 aa a.o,c.o,f.o", "1-5 bb b.o,d.o", "2-5 ee e.o", "6-9 99 g.o,h.o"]);
+    assert!(borrowed.iter().all(|&b| b), "{borrowed:?}");
+}
+
+#[test]
+fn a_lent_output_that_is_not_utf8_is_a_lossy_copy_and_the_rest_are_slices() {
+    let after =
+        [&log("# ninja log v5\n0  5  100  a.o  aa")[..], b"0\t5\t100\tb\xff.o\taa\n1\t6\t100\tc.o\tcc\n"]
+            .concat();
+    let (drawn, borrowed) = lent(None, &after);
+    assert_eq!(drawn, ["0-5 aa a.o,b\u{fffd}.o", "1-6 cc c.o"]);
+    assert_eq!(borrowed, [true, false, true]);
+    let delta = Snapshot::from_bytes("out/.ninja_log", None).delta_ref(Some(&after));
+    assert!(delta.notes().iter().any(|n| n.contains("not UTF-8")), "{delta:#?}");
+}
+
+#[test]
+fn a_lent_delta_borrows_the_log_after_the_run_and_not_the_snapshot() {
+    let after = log("# ninja log v5
+        0  5  100  a.o  aa");
+    let delta = {
+        let snapshot = Snapshot::from_bytes("out/.ninja_log", Some(log("# ninja log v5")));
+        snapshot.delta_ref(Some(&after)).with_exit_status(false)
+    };
+    let a = delta.actions().and_then(|a| a.get(0)).expect("one action");
+    assert_eq!((a.start_ms, a.end_ms, a.hash, a.outputs), (0, 5, "aa", &[Cow::Borrowed("a.o")][..]));
+    assert!(delta.notes().iter().any(|n| n.contains("the action that failed")), "{delta:#?}");
 }

@@ -1,7 +1,8 @@
 //! Feeds arbitrary bytes to `Snapshot::delta_from_bytes`: it must never panic,
 //! what it returns must keep the crate's promises, and it must be exactly
 //! what the reader's reference (`tests/it/reference.rs`, the straightforward
-//! reader the fast one replaced) returns.
+//! reader the fast one replaced) returns. The lent delta of the same bytes
+//! (`Snapshot::delta_ref`) must agree with it (`tests/it/lent.rs`).
 //!
 //! Input layout (see `../README.md`): one flag byte (bit 0: there is a log
 //! before, bit 1: there is a log after, bit 2: Ninja failed), the length of
@@ -13,6 +14,8 @@
 use libfuzzer_sys::fuzz_target;
 use ninja_log::{Delta, Snapshot};
 
+#[path = "../../tests/it/lent.rs"]
+mod lent;
 #[path = "../../tests/it/reference.rs"]
 mod reference;
 
@@ -33,6 +36,9 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(delta, snapshot.delta_from_bytes(after), "not deterministic");
     let want = reference::delta(snapshot.path(), snapshot.bytes(), after);
     assert_eq!(delta, want, "not what the reference reader says");
+    if let Err(e) = lent::agrees(&snapshot, after, &delta) {
+        panic!("{e}");
+    }
     match &delta {
         Delta::Available { actions, notes } => {
             for a in actions {

@@ -1,7 +1,8 @@
 //! The reader against its reference (`reference.rs`, the reader before its
 //! performance work): for every input, the same delta, notes and reasons
 //! included. The inputs are the model's scenarios, the same damaged at random,
-//! small logs drawn from pieces of lines, and the fuzzer's seeds.
+//! small logs drawn from pieces of lines, and the fuzzer's seeds. For each,
+//! the lent delta (`Snapshot::delta_ref`) must agree too (`lent.rs`).
 //!
 //! The crate's unit tests run this file too (`src/tests.rs`), where the
 //! reader's hashes collide on purpose, so that every path that tells items
@@ -13,13 +14,15 @@ use ninja_log::{Delta, Snapshot};
 use proptest::prelude::*;
 
 use super::model::{scenario, Rng};
-use super::reference;
+use super::{lent, reference};
 
 fn same(before: Option<&[u8]>, after: Option<&[u8]>) -> Result<Delta, String> {
     let path = Path::new("build/.ninja_log");
-    let got = Snapshot::from_bytes(path, before.map(<[u8]>::to_vec)).delta_from_bytes(after);
+    let snapshot = Snapshot::from_bytes(path, before.map(<[u8]>::to_vec));
+    let got = snapshot.delta_from_bytes(after);
     let want = reference::delta(path, before, after);
     if got == want {
+        lent::agrees(&snapshot, after, &got)?;
         Ok(got)
     } else {
         Err(format!(

@@ -17,7 +17,10 @@ fn after(lines: &[&[u8]]) -> Vec<u8> {
 
 /// The delta of a first build whose log is `header + lines`.
 fn first_build(lines: &[&[u8]]) -> Delta {
-    Snapshot::from_bytes("build/.ninja_log", None).delta_from_bytes(Some(&after(lines)))
+    let (snapshot, after) = (Snapshot::from_bytes("build/.ninja_log", None), after(lines));
+    let delta = snapshot.delta_from_bytes(Some(&after));
+    crate::lent::agrees(&snapshot, Some(&after), &delta).unwrap_or_else(|e| panic!("{e}"));
+    delta
 }
 
 fn unavailable_at_line(delta: &Delta, line: usize) -> String {

@@ -2,6 +2,7 @@
 
 mod differential;
 mod hostile;
+mod lent;
 mod model;
 mod props;
 mod real_ninja;

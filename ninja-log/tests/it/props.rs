@@ -31,6 +31,7 @@ fn truth(s: &Scenario) -> Vec<TrueAction> {
 pub fn check(s: &Scenario) -> Result<Delta, String> {
     let snapshot = Snapshot::from_bytes("build/.ninja_log", s.before.clone());
     let delta = snapshot.delta_from_bytes(s.after.as_deref());
+    crate::lent::agrees(&snapshot, s.after.as_deref(), &delta)?;
     let wrong = |what: &str| {
         Err(format!(
             "{what}\nstory: {}\ndelta: {delta:#?}\ntruth: {:#?}\nbefore:\n{}\nafter:\n{}",

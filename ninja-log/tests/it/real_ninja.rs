@@ -90,7 +90,12 @@ impl Build {
         let out =
             Command::new(ninja).arg("-C").arg(self.dir.path()).args(args).output().expect("start ninja");
         let success = out.status.success();
-        let delta = snapshot.delta(self.log()).with_exit_status(success);
+        let delta = snapshot.delta(self.log());
+        // The same read from bytes, owned and lent.
+        let after = std::fs::read(self.log()).ok();
+        assert_eq!(snapshot.delta_from_bytes(after.as_deref()), delta);
+        crate::lent::agrees(&snapshot, after.as_deref(), &delta).unwrap_or_else(|e| panic!("{e}"));
+        let delta = delta.with_exit_status(success);
         if std::env::var_os("NINJA_LOG_TEST_VERBOSE").is_some() {
             eprintln!(
                 "$ {} {args:?}\n{}{}\n{delta:#?}\n--- log after:\n{}",
