@@ -42,14 +42,89 @@ pub(crate) const COMPRESSED_PACKETS_FIELD: u32 = 50;
 /// The key that opens each packet's entry in the file (`Trace.packet`, length-delimited).
 pub(crate) const PACKET_KEY: u8 = ((TRACE_PACKET_FIELD << 3) | WIRE_LEN) as u8;
 
+/// The keys of the fields of a track event's packet, which the sink writes by
+/// hand (`Sequence::event`): `(field number << 3) | wire type`, each named
+/// after its message and field in the schema.
+pub(crate) mod keys {
+    use super::{key, WIRE_FIXED64, WIRE_LEN, WIRE_VARINT};
+
+    /// `TracePacket.timestamp`, uint64.
+    pub(crate) const PACKET_TIMESTAMP: u64 = key(8, WIRE_VARINT);
+    /// `TracePacket.trusted_packet_sequence_id`, uint32.
+    pub(crate) const PACKET_SEQUENCE_ID: u64 = key(10, WIRE_VARINT);
+    /// `TracePacket.track_event`, a `TrackEvent`.
+    pub(crate) const PACKET_TRACK_EVENT: u64 = key(11, WIRE_LEN);
+    /// `TracePacket.interned_data`, an `InternedData`.
+    pub(crate) const PACKET_INTERNED_DATA: u64 = key(12, WIRE_LEN);
+    /// `TracePacket.sequence_flags`, uint32.
+    pub(crate) const PACKET_SEQUENCE_FLAGS: u64 = key(13, WIRE_VARINT);
+    /// `TracePacket.timestamp_clock_id`, uint32 (a two-byte key).
+    pub(crate) const PACKET_TIMESTAMP_CLOCK_ID: u64 = key(58, WIRE_VARINT);
+
+    /// `TrackEvent.category_iids`, repeated uint64, unpacked in the schema:
+    /// one key per iid.
+    pub(crate) const EVENT_CATEGORY_IIDS: u64 = key(3, WIRE_VARINT);
+    /// `TrackEvent.debug_annotations`, repeated `DebugAnnotation`.
+    pub(crate) const EVENT_DEBUG_ANNOTATIONS: u64 = key(4, WIRE_LEN);
+    /// `TrackEvent.type`, the enum `TrackEvent.Type` (an int32 on the wire).
+    pub(crate) const EVENT_TYPE: u64 = key(9, WIRE_VARINT);
+    /// `TrackEvent.name_iid`, uint64.
+    pub(crate) const EVENT_NAME_IID: u64 = key(10, WIRE_VARINT);
+    /// `TrackEvent.track_uuid`, uint64.
+    pub(crate) const EVENT_TRACK_UUID: u64 = key(11, WIRE_VARINT);
+
+    /// `DebugAnnotation.name_iid`, uint64.
+    pub(crate) const ANNOTATION_NAME_IID: u64 = key(1, WIRE_VARINT);
+    /// `DebugAnnotation.bool_value`.
+    pub(crate) const ANNOTATION_BOOL: u64 = key(2, WIRE_VARINT);
+    /// `DebugAnnotation.uint_value`, uint64.
+    pub(crate) const ANNOTATION_UINT: u64 = key(3, WIRE_VARINT);
+    /// `DebugAnnotation.int_value`, int64 (a negative value takes ten bytes).
+    pub(crate) const ANNOTATION_INT: u64 = key(4, WIRE_VARINT);
+    /// `DebugAnnotation.double_value`, little-endian IEEE 754.
+    pub(crate) const ANNOTATION_DOUBLE: u64 = key(5, WIRE_FIXED64);
+    /// `DebugAnnotation.string_value`.
+    pub(crate) const ANNOTATION_STRING: u64 = key(6, WIRE_LEN);
+
+    /// `InternedData.event_categories`, repeated `EventCategory`.
+    pub(crate) const INTERNED_CATEGORIES: u64 = key(1, WIRE_LEN);
+    /// `InternedData.event_names`, repeated `EventName`.
+    pub(crate) const INTERNED_EVENT_NAMES: u64 = key(2, WIRE_LEN);
+    /// `InternedData.debug_annotation_names`, repeated `DebugAnnotationName`.
+    pub(crate) const INTERNED_ANNOTATION_NAMES: u64 = key(3, WIRE_LEN);
+
+    /// `iid` (uint64) of `EventCategory`, `EventName` and `DebugAnnotationName`.
+    pub(crate) const NAME_IID: u64 = key(1, WIRE_VARINT);
+    /// `name` (string) of the same three messages.
+    pub(crate) const NAME_NAME: u64 = key(2, WIRE_LEN);
+}
+
+/// Protobuf wire type of a varint field.
+pub(crate) const WIRE_VARINT: u32 = 0;
+/// Protobuf wire type of a 64-bit fixed-width field.
+pub(crate) const WIRE_FIXED64: u32 = 1;
+
+/// The key that opens a field: its number and wire type, as one varint.
+pub(crate) const fn key(field: u32, wire: u32) -> u64 {
+    ((field << 3) | wire) as u64
+}
+
 /// Appends `value` as a protobuf base-128 varint: seven bits a byte, least
 /// significant first, the high bit set on every byte but the last.
+#[inline]
 pub(crate) fn put_varint(buf: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         buf.push((value as u8 & 0x7f) | 0x80);
         value >>= 7;
     }
     buf.push(value as u8);
+}
+
+/// The bytes `value` takes as a varint.
+#[inline]
+pub(crate) fn varint_len(value: u64) -> usize {
+    // One byte per started group of seven significant bits, 0 taking one.
+    ((64 - (value | 1).leading_zeros() as usize) * 9 + 64) / 64
 }
 
 #[cfg(test)]

@@ -23,6 +23,13 @@
 //!   names are interned once per sequence, and timestamps are deltas on the
 //!   sequence's clock: a span with no fields takes about 35 bytes of packets,
 //!   begin and end.
+//! - A track event's packet is encoded by hand, straight into the chunk it
+//!   joins: its length and those of the messages inside it are computed
+//!   first, so nothing is built, sized or copied per event, and nothing is
+//!   allocated once the buffers are warm (a string interned for the first
+//!   time aside). The bytes are those prost would write for the same message,
+//!   which a randomised test checks against prost itself. The few other
+//!   packets (a sequence's first one, track descriptors) are prost messages.
 //! - Packets go to the file in chunks of up to 64 KiB, each compressed with
 //!   zlib into one packet of its own (`TracePacket.compressed_packets`, which
 //!   the trace processor inflates and reads in its place, as it does for the
@@ -108,7 +115,7 @@ use trace_core::{Event, Field, Finish, LaneSlice, Sink, Start, Tid, Value};
 use crate::format::{CHILD_ORDERING_EXPLICIT, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END};
 use crate::ids::{Ids, TrackKind};
 use crate::proto::{ProcessDescriptor, ThreadDescriptor, TrackDescriptor};
-use crate::sequence::{Encoder, EventSpec, Sequence, Timestamps};
+use crate::sequence::{Encoder, EventSpec, FastHash, Sequence, Timestamps};
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "perfetto";
@@ -173,7 +180,7 @@ struct State {
     process_track: u64,
     /// The sequence of the process and lane tracks and of the lanes' slices.
     process: Sequence,
-    threads: HashMap<Tid, Sequence>,
+    threads: HashMap<Tid, Sequence, FastHash>,
     /// Sequences started so far, the process's included: the next one's index.
     sequences: u32,
     lanes: Vec<Lane>,
@@ -210,7 +217,7 @@ impl State {
             base_ns,
             process_track,
             process,
-            threads: HashMap::new(),
+            threads: HashMap::default(),
             sequences: 1,
             lanes: Vec::new(),
             enc,
@@ -257,6 +264,10 @@ impl State {
 
     /// Writes a track event on `thread`'s sequence.
     fn thread_event(&mut self, thread: Tid, spec: &EventSpec<'_>, out: &mut dyn Write) -> io::Result<()> {
+        // One lookup for a thread seen before: every event but its first.
+        if let Some(sequence) = self.threads.get_mut(&thread) {
+            return sequence.event(&mut self.enc, out, spec);
+        }
         self.thread(thread, None, out)?;
         match self.threads.get_mut(&thread) {
             Some(sequence) => sequence.event(&mut self.enc, out, spec),

@@ -1,6 +1,12 @@
 //! The part of Perfetto's trace schema this sink writes, as hand-written prost
 //! messages, so that building the crate needs no `protoc`.
 //!
+//! prost encodes the few packets a sequence writes besides its events (its
+//! first packet, track descriptors). Track events, nearly all of a trace, are
+//! encoded by hand (`Sequence::event`), into the same bytes prost would write
+//! for these messages; the tests use them as the oracle for that, and to read
+//! the sink's output back.
+//!
 //! Field numbers and types follow `protos/perfetto/trace/perfetto_trace.proto`
 //! (the schema is proto2). Only the fields the sink uses are declared, with one
 //! exception: every repeated scalar field of `TrackEvent` is declared, each
