@@ -1,9 +1,10 @@
 //! Aggregation on the writer thread: the summary is a sink like the others.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Write};
 
-use trace_core::{Event, Finish, Sink, Start};
+use trace_core::{Event, Field, Finish, Sink, Start};
 
 use crate::format::{FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_UNAVAILABLE, SUFFIX};
 use crate::model::{Lane, Ninja, Resources, SpanTotals, Timings, TraceFile};
@@ -16,6 +17,49 @@ struct Acc {
     field_sums: BTreeMap<String, i128>,
 }
 
+impl Acc {
+    fn add(&mut self, ns: u64, unclosed: bool, fields: &[Field<'_>]) {
+        self.count += 1;
+        self.total_ns += ns;
+        self.unclosed += u64::from(unclosed);
+        for f in fields {
+            if let Some(v) = f.value.as_integer() {
+                if let Some(sum) = self.field_sums.get_mut(f.name) {
+                    *sum = sum.saturating_add(v);
+                } else {
+                    self.field_sums.insert(f.name.to_owned(), v);
+                }
+            }
+        }
+    }
+}
+
+/// A string hasher for the span table: names and targets are short, and
+/// SipHash's rounds cost more than the rest of a span's end. Not resistant to
+/// chosen collisions, which only the program's own call sites could choose.
+#[derive(Default, Clone, Copy)]
+struct NameHasher(u64);
+
+impl Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(c);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+        }
+        let mut tail = [0u8; 8];
+        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(tail) ^ bytes.len() as u64).wrapping_mul(K);
+    }
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+type Names<V> = HashMap<String, V, BuildHasherDefault<NameHasher>>;
+
 /// The sink that writes `<stem>.timings.json`. Give it to the capture after the
 /// trace sinks, so it can say whether their files are complete.
 #[derive(Default)]
@@ -27,7 +71,9 @@ pub struct SummarySink {
     start_ns: u64,
     startup_us: Option<u64>,
     filter: String,
-    spans: HashMap<(String, String), Acc>,
+    /// By name, then by target: looked up with the borrowed strings, so a
+    /// span's end allocates nothing once its call site has been seen.
+    spans: Names<Names<Acc>>,
     events: u64,
     ninja: Option<Ninja>,
     lanes: BTreeMap<String, Lane>,
@@ -96,17 +142,14 @@ impl Sink for SummarySink {
     fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
         match *event {
             Event::SpanEnd { ts, begin_ts, site, fields, unclosed, .. } => {
-                // Look up before allocating the key: most ends hit an existing entry.
-                let key = (site.name.to_string(), site.target.to_string());
-                let acc = self.spans.entry(key).or_default();
-                acc.count += 1;
-                acc.total_ns += ts.saturating_sub(begin_ts);
-                acc.unclosed += u64::from(unclosed);
-                for f in fields {
-                    if let Some(v) = f.value.as_integer() {
-                        let sum = acc.field_sums.entry(f.name.to_string()).or_insert(0);
-                        *sum = sum.saturating_add(v);
-                    }
+                let ns = ts.saturating_sub(begin_ts);
+                // Most ends hit an existing entry: look up before allocating keys.
+                if let Some(acc) = self.spans.get_mut(site.name).and_then(|t| t.get_mut(site.target)) {
+                    acc.add(ns, unclosed, fields);
+                } else {
+                    let mut acc = Acc::default();
+                    acc.add(ns, unclosed, fields);
+                    self.spans.entry(site.name.to_owned()).or_default().insert(site.target.to_owned(), acc);
                 }
             }
             Event::Instant { .. } => self.events += 1,
@@ -141,13 +184,15 @@ impl Sink for SummarySink {
             .collect();
         let mut spans: Vec<SpanTotals> = std::mem::take(&mut self.spans)
             .into_iter()
-            .map(|((name, target), a)| SpanTotals {
-                name,
-                target,
-                count: a.count,
-                total_inclusive_us: a.total_ns / 1000,
-                unclosed: a.unclosed,
-                field_sums: a.field_sums,
+            .flat_map(|(name, targets)| {
+                targets.into_iter().map(move |(target, a)| SpanTotals {
+                    name: name.clone(),
+                    target,
+                    count: a.count,
+                    total_inclusive_us: a.total_ns / 1000,
+                    unclosed: a.unclosed,
+                    field_sums: a.field_sums,
+                })
             })
             .collect();
         spans.sort_by(|a, b| {

@@ -132,3 +132,58 @@ fn the_table_lists_the_top_spans_by_total_time() {
     assert!(table.contains("hits=2"), "{table}");
     assert!(table.contains("ninja: not_run"), "{table}");
 }
+
+#[test]
+fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
+    use trace_core::{Field, Level, Site, Start, Value};
+
+    let mut sink = SummarySink::default();
+    let mut out = Vec::new();
+    let start = Start {
+        command: "c",
+        stem: "s",
+        pid: 1,
+        start_unix_ms: 0,
+        start_ns: 0,
+        startup_us: None,
+        filter: "trace",
+    };
+    sink.start(&start, &mut out).unwrap();
+    // Two call sites of one name and target (their strings at different
+    // addresses), and the same name under another target.
+    let (name_a, name_b) = (String::from("compile"), String::from("compile"));
+    let ends = [
+        (name_a.as_str(), "cabin::build", 1_000_000, 3, false),
+        (name_b.as_str(), "cabin::build", 2_000_000, 4, true),
+        (name_a.as_str(), "cabin::fetch", 5_000_000, 7, false),
+    ];
+    for (name, target, ns, files, unclosed) in ends {
+        let fields = [Field { name: "files", value: Value::U64(files) }];
+        let site = Site { name, target, level: Level::INFO };
+        let end = Event::SpanEnd {
+            thread: 1,
+            ts: 10_000_000 + ns,
+            begin_ts: 10_000_000,
+            site,
+            fields: &fields,
+            recorded: &[],
+            unclosed,
+        };
+        sink.event(&end, &mut out).unwrap();
+    }
+    let finish = Finish { end_ns: 20_000_000, dropped_records: 0, files: &[], resources: Default::default() };
+    sink.finish(&finish, &mut out).unwrap();
+    let t = Timings::from_slice(&out, Path::new("s.timings.json")).unwrap();
+    let rows: Vec<(&str, &str, u64, u64, u64, i128)> = t
+        .spans
+        .iter()
+        .map(|s| {
+            let files = s.field_sums.get("files").copied().unwrap_or(-1);
+            (s.name.as_str(), s.target.as_str(), s.count, s.total_inclusive_us, s.unclosed, files)
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [("compile", "cabin::fetch", 1, 5_000, 0, 7), ("compile", "cabin::build", 2, 3_000, 1, 7)]
+    );
+}
