@@ -329,6 +329,9 @@ impl Rig {
                     _ => Session::start(&config(dir), "bench", sinks(which)),
                 }
                 .expect("start a capture");
+                // The writer thread starts with the first batch; start it now,
+                // so that it is among the threads whose CPU time is counted.
+                session.flush();
                 (Scope::Dispatch(session.dispatch().clone()), Kind::Ours(session))
             }
             Subject::TracingChrome { args } => {

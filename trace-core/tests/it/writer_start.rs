@@ -94,7 +94,7 @@ impl Sink for Panics {
     }
     fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
         if matches!(event, Event::SpanBegin { .. }) {
-            panic!("a sink's bug");
+            panic!("a deliberate panic from the test's sink");
         }
         Ok(())
     }
