@@ -12,8 +12,9 @@
 //! - an external lane (Ninja's actions, test executables) is a process of its
 //!   own with one thread per sub-lane, its slices as complete (`X`) events.
 //!
-//! `B`/`E` pairs are written as the spans begin and end, so the file never holds
-//! the whole trace in memory and a span still open at the end is closed, marked
+//! `B`/`E` pairs are encoded as the spans begin and end, and handed to the
+//! file in pieces of about 32 KiB, so the sink never holds the whole trace in
+//! memory and a span still open at the end is closed, marked
 //! `"unclosed": true`, rather than lost. Timestamps are microseconds of
 //! `CLOCK_MONOTONIC` with nanosecond digits; `pid` is the real process id and
 //! `tid` the operating-system thread id.
@@ -59,22 +60,80 @@ pub const SUFFIX: &str = "trace.json";
 /// Pids of external lanes start above the kernel's largest pid (2^22 on Linux).
 const LANE_PID_BASE: u64 = 1 << 22;
 
+/// Output is handed to the writer once this much has built up (and at the
+/// finish): larger than the capture's file buffer, so it goes straight through.
+const WRITE_AT: usize = 32 * 1024;
+
 /// The Chrome trace-event JSON sink. See the crate docs for the format.
 #[derive(Debug, Default)]
 pub struct ChromeSink {
     pid: u32,
-    first: bool,
+    /// Whether an event has been encoded (the next one needs a separator).
+    any: bool,
     lanes: Vec<(String, Vec<u32>)>,
-    /// The line being built: each event is encoded here, then written whole.
-    line: Vec<u8>,
+    /// Output not yet written: events are encoded here, then written in
+    /// pieces of at least [`WRITE_AT`] bytes.
+    buf: Vec<u8>,
+    /// The process and thread of the last timed event, and its encoded
+    /// `,"pid":P,"tid":T,"ts":`.
+    last_ids: Option<(u64, u64)>,
+    ids: Vec<u8>,
+}
+
+/// Bytes a JSON string cannot hold as they are: control characters, `"` and `\`.
+const fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// Whether any of the eight bytes of `x` needs escaping (exact, no false
+/// positives: each test is the classic "has a byte less than n" bit trick).
+#[inline]
+fn any_needs_escape(x: u64) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * n as u64) & !x & HIGH;
+    let quote = x ^ (ONES * b'"' as u64);
+    let backslash = x ^ (ONES * b'\\' as u64);
+    (below(x, 0x20) | below(quote, 1) | below(backslash, 1)) != 0
+}
+
+/// The index of the first byte of `bytes` that needs escaping, or its length.
+#[inline]
+fn plain_prefix(bytes: &[u8]) -> usize {
+    let mut i = 0;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        if any_needs_escape(u64::from_ne_bytes(chunk.try_into().expect("8 bytes"))) {
+            break;
+        }
+        i += 8;
+    }
+    while i < bytes.len() && !needs_escape(bytes[i]) {
+        i += 1;
+    }
+    i
 }
 
 /// Appends `s` as a JSON string.
-fn string(line: &mut Vec<u8>, s: &str) {
-    line.push(b'"');
+#[inline]
+fn string(buf: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
-    let mut plain = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    let plain = plain_prefix(bytes);
+    buf.reserve(bytes.len() + 2);
+    buf.push(b'"');
+    if plain == bytes.len() {
+        buf.extend_from_slice(bytes);
+    } else {
+        escape(buf, bytes, plain);
+    }
+    buf.push(b'"');
+}
+
+/// Appends `bytes` escaped, the first `plain` of which need no escaping.
+#[cold]
+fn escape(buf: &mut Vec<u8>, bytes: &[u8], mut plain: usize) {
+    buf.extend_from_slice(&bytes[..plain]);
+    for (i, &b) in bytes.iter().enumerate().skip(plain) {
         let escape: &[u8] = match b {
             b'"' => b"\\\"",
             b'\\' => b"\\\\",
@@ -84,135 +143,199 @@ fn string(line: &mut Vec<u8>, s: &str) {
             0..=0x1f => b"",
             _ => continue,
         };
-        line.extend_from_slice(&bytes[plain..i]);
+        buf.extend_from_slice(&bytes[plain..i]);
         if escape.is_empty() {
-            line.extend_from_slice(b"\\u00");
-            line.push(HEX[(b >> 4) as usize]);
-            line.push(HEX[(b & 0xf) as usize]);
+            buf.extend_from_slice(b"\\u00");
+            buf.push(HEX[(b >> 4) as usize]);
+            buf.push(HEX[(b & 0xf) as usize]);
         } else {
-            line.extend_from_slice(escape);
+            buf.extend_from_slice(escape);
         }
         plain = i + 1;
     }
-    line.extend_from_slice(&bytes[plain..]);
-    line.push(b'"');
+    buf.extend_from_slice(&bytes[plain..]);
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-fn int(line: &mut Vec<u8>, v: impl itoa::Integer) {
-    line.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+/// `"00"` to `"99"`.
+const PAIRS: [[u8; 2]; 100] = {
+    let mut pairs = [[0; 2]; 100];
+    let mut i = 0;
+    while i < 100 {
+        pairs[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
+        i += 1;
+    }
+    pairs
+};
+
+/// The number of decimal digits of `n`.
+#[inline]
+fn digit_count(n: u64) -> usize {
+    n.checked_ilog10().unwrap_or(0) as usize + 1
+}
+
+/// Writes the digits of `n` to the end of `out`, which is exactly as long as
+/// [`digit_count`] says.
+#[inline]
+fn digits_into(out: &mut [u8], mut n: u64) {
+    let mut i = out.len();
+    while n >= 100 {
+        i -= 2;
+        out[i..i + 2].copy_from_slice(&PAIRS[(n % 100) as usize]);
+        n /= 100;
+    }
+    if n >= 10 {
+        out[i - 2..i].copy_from_slice(&PAIRS[n as usize]);
+    } else {
+        out[i - 1] = b'0' + n as u8;
+    }
+}
+
+/// Appends `n` in decimal.
+#[inline]
+fn uint(buf: &mut Vec<u8>, n: u64) {
+    let at = buf.len();
+    let len = digit_count(n);
+    // A fixed-size extension (no call to copy a variable length), trimmed after.
+    buf.extend_from_slice(&[0; 20]);
+    digits_into(&mut buf[at..at + len], n);
+    buf.truncate(at + len);
+}
+
+/// Appends `n` in decimal.
+fn int(buf: &mut Vec<u8>, n: i64) {
+    if n < 0 {
+        buf.push(b'-');
+    }
+    uint(buf, n.unsigned_abs());
 }
 
 /// Appends nanoseconds as microseconds with three decimals.
-fn micros(line: &mut Vec<u8>, ns: u64) {
-    int(line, ns / 1000);
-    let frac = ns % 1000;
-    line.extend_from_slice(&[
-        b'.',
-        b'0' + (frac / 100) as u8,
-        b'0' + (frac / 10 % 10) as u8,
-        b'0' + (frac % 10) as u8,
-    ]);
+#[inline]
+fn micros(buf: &mut Vec<u8>, ns: u64) {
+    let (whole, frac) = (ns / 1000, (ns % 1000) as usize);
+    let at = buf.len();
+    let len = digit_count(whole);
+    buf.extend_from_slice(&[0; 24]);
+    let out = &mut buf[at..at + len + 4];
+    digits_into(&mut out[..len], whole);
+    out[len] = b'.';
+    out[len + 1] = b'0' + (frac / 100) as u8;
+    out[len + 2..].copy_from_slice(&PAIRS[frac % 100]);
+    buf.truncate(at + len + 4);
 }
 
-fn value(line: &mut Vec<u8>, v: &Value<'_>) {
+fn value(buf: &mut Vec<u8>, v: &Value<'_>) {
     match *v {
-        Value::I64(v) => int(line, v),
-        Value::U64(v) => int(line, v),
+        Value::I64(v) => int(buf, v),
+        Value::U64(v) => uint(buf, v),
         Value::F64(v) if v.is_finite() => {
-            let _ = write!(line, "{v}");
+            let _ = write!(buf, "{v}");
         }
-        Value::F64(v) => string(line, &v.to_string()),
-        Value::Bool(v) => line.extend_from_slice(if v { b"true" } else { b"false" }),
-        Value::Str(s) => string(line, s),
+        // As `Display` writes them, quoted.
+        Value::F64(v) if v.is_nan() => buf.extend_from_slice(br#""NaN""#),
+        Value::F64(v) if v > 0.0 => buf.extend_from_slice(br#""inf""#),
+        Value::F64(_) => buf.extend_from_slice(br#""-inf""#),
+        Value::Bool(v) => buf.extend_from_slice(if v { b"true" } else { b"false" }),
+        Value::Str(s) => string(buf, s),
     }
 }
 
 /// Appends `,"args":{...}` for the fields (and the extra flag), or nothing.
-fn args(line: &mut Vec<u8>, fields: &[Field<'_>], unclosed: bool) {
+#[inline]
+fn args(buf: &mut Vec<u8>, fields: &[Field<'_>], unclosed: bool) {
     if fields.is_empty() && !unclosed {
         return;
     }
-    line.extend_from_slice(br#","args":{"#);
+    buf.extend_from_slice(br#","args":{"#);
     for (i, f) in fields.iter().enumerate() {
         if i > 0 {
-            line.push(b',');
+            buf.push(b',');
         }
-        string(line, f.name);
-        line.push(b':');
-        value(line, &f.value);
+        string(buf, f.name);
+        buf.push(b':');
+        value(buf, &f.value);
     }
     if unclosed {
         if !fields.is_empty() {
-            line.push(b',');
+            buf.push(b',');
         }
-        line.extend_from_slice(br#""unclosed":true"#);
+        buf.extend_from_slice(br#""unclosed":true"#);
     }
-    line.push(b'}');
+    buf.push(b'}');
 }
 
-/// Appends `"pid":P,"tid":T`.
-fn ids(line: &mut Vec<u8>, pid: u64, tid: u64) {
-    line.extend_from_slice(br#","pid":"#);
-    int(line, pid);
-    line.extend_from_slice(br#","tid":"#);
-    int(line, tid);
+/// Appends `,"pid":P,"tid":T`.
+fn ids(buf: &mut Vec<u8>, pid: u64, tid: u64) {
+    buf.extend_from_slice(br#","pid":"#);
+    uint(buf, pid);
+    buf.extend_from_slice(br#","tid":"#);
+    uint(buf, tid);
 }
 
 impl ChromeSink {
     /// A new sink.
     pub fn new() -> Self {
-        ChromeSink { pid: 0, first: true, lanes: Vec::new(), line: Vec::with_capacity(256) }
+        ChromeSink::default()
     }
 
     /// Starts a new event: the separator from the previous one, and `{`.
+    #[inline]
     fn open(&mut self) {
-        self.line.clear();
-        if self.first {
-            self.first = false;
+        if self.any {
+            self.buf.extend_from_slice(b",\n{");
         } else {
-            self.line.extend_from_slice(b",\n");
+            self.any = true;
+            self.buf.push(b'{');
         }
-        self.line.push(b'{');
     }
 
     /// A metadata (`M`) event naming a process or thread, or giving a sort index.
     fn metadata(&mut self, what: &str, pid: u64, tid: u64, key: &str, name: Option<&str>, index: u64) {
         self.open();
-        self.line.extend_from_slice(br#""name":"#);
-        string(&mut self.line, what);
-        self.line.extend_from_slice(br#","ph":"M""#);
-        ids(&mut self.line, pid, tid);
-        self.line.extend_from_slice(br#","args":{"#);
-        string(&mut self.line, key);
-        self.line.push(b':');
+        self.buf.extend_from_slice(br#""name":"#);
+        string(&mut self.buf, what);
+        self.buf.extend_from_slice(br#","ph":"M""#);
+        ids(&mut self.buf, pid, tid);
+        self.buf.extend_from_slice(br#","args":{"#);
+        string(&mut self.buf, key);
+        self.buf.push(b':');
         match name {
-            Some(n) => string(&mut self.line, n),
-            None => int(&mut self.line, index),
+            Some(n) => string(&mut self.buf, n),
+            None => uint(&mut self.buf, index),
         }
-        self.line.extend_from_slice(b"}}");
+        self.buf.extend_from_slice(b"}}");
     }
 
     /// Starts an event with a time: name, category, phase, ids and `ts`; the
     /// caller adds what follows and the closing brace.
+    #[inline]
     fn timed(&mut self, name: &str, cat: Option<&str>, ph: &[u8], (pid, tid): (u64, u64), ts: u64) {
         self.open();
-        let l = &mut self.line;
-        l.extend_from_slice(br#""name":"#);
-        string(l, name);
+        let b = &mut self.buf;
+        b.extend_from_slice(br#""name":"#);
+        string(b, name);
         if let Some(cat) = cat {
-            l.extend_from_slice(br#","cat":"#);
-            string(l, cat);
+            b.extend_from_slice(br#","cat":"#);
+            string(b, cat);
         }
-        l.extend_from_slice(br#","ph":"#);
-        l.extend_from_slice(ph);
-        ids(l, pid, tid);
-        l.extend_from_slice(br#","ts":"#);
-        micros(l, ts);
+        b.extend_from_slice(br#","ph":"#);
+        b.extend_from_slice(ph);
+        // Events come in runs on one thread: its ids are encoded once a run.
+        if self.last_ids != Some((pid, tid)) {
+            self.last_ids = Some((pid, tid));
+            self.ids.clear();
+            ids(&mut self.ids, pid, tid);
+            self.ids.extend_from_slice(br#","ts":"#);
+        }
+        b.extend_from_slice(&self.ids);
+        micros(b, ts);
     }
 
-    fn lane_ids(&mut self, out: &mut dyn Write, lane: &LaneSlice<'_>) -> io::Result<(u64, u64)> {
+    /// The pid and tid of a lane's sub-lane; encodes the metadata naming them
+    /// the first time.
+    fn lane_ids(&mut self, lane: &LaneSlice<'_>) -> (u64, u64) {
         let index = match self.lanes.iter().position(|(n, _)| n == lane.lane) {
             Some(i) => i,
             None => {
@@ -220,9 +343,7 @@ impl ChromeSink {
                 let i = self.lanes.len() - 1;
                 let pid = self.pid as u64 + LANE_PID_BASE * (i as u64 + 1);
                 self.metadata("process_name", pid, 0, "name", Some(lane.lane), 0);
-                out.write_all(&self.line)?;
                 self.metadata("process_sort_index", pid, 0, "sort_index", None, i as u64 + 1);
-                out.write_all(&self.line)?;
                 i
             }
         };
@@ -232,9 +353,24 @@ impl ChromeSink {
             self.lanes[index].1.push(lane.track);
             let name = format!("{} {}", lane.lane, lane.track);
             self.metadata("thread_name", pid, tid, "name", Some(&name), 0);
-            out.write_all(&self.line)?;
         }
-        Ok((pid, tid))
+        (pid, tid)
+    }
+
+    /// Writes what has built up once there is enough of it.
+    #[inline]
+    fn write_some(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        if self.buf.len() < WRITE_AT {
+            return Ok(());
+        }
+        self.write_all(out)
+    }
+
+    /// Writes everything built up.
+    fn write_all(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        let r = out.write_all(&self.buf);
+        self.buf.clear();
+        r
     }
 }
 
@@ -249,11 +385,11 @@ impl Sink for ChromeSink {
 
     fn start(&mut self, start: &Start<'_>, out: &mut dyn Write) -> io::Result<()> {
         self.pid = start.pid;
-        out.write_all(b"[\n")?;
+        self.buf.reserve(WRITE_AT + 4 * 1024);
+        self.buf.extend_from_slice(b"[\n");
         self.metadata("process_name", self.pid.into(), 0, "name", Some(start.command), 0);
-        out.write_all(&self.line)?;
         self.metadata("process_sort_index", self.pid.into(), 0, "sort_index", None, 0);
-        out.write_all(&self.line)
+        self.write_some(out)
     }
 
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
@@ -264,31 +400,31 @@ impl Sink for ChromeSink {
             }
             Event::SpanBegin { thread, ts, site, fields } => {
                 self.timed(site.name, Some(site.target), br#""B""#, (pid, thread), ts);
-                args(&mut self.line, fields, false);
-                self.line.push(b'}');
+                args(&mut self.buf, fields, false);
+                self.buf.push(b'}');
             }
             Event::SpanEnd { thread, ts, site, recorded, unclosed, .. } => {
                 self.timed(site.name, None, br#""E""#, (pid, thread), ts);
-                args(&mut self.line, recorded, unclosed);
-                self.line.push(b'}');
+                args(&mut self.buf, recorded, unclosed);
+                self.buf.push(b'}');
             }
             Event::Instant { thread, ts, site, fields } => {
                 self.timed(site.name, Some(site.target), br#""i","s":"t""#, (pid, thread), ts);
-                args(&mut self.line, fields, false);
-                self.line.push(b'}');
+                args(&mut self.buf, fields, false);
+                self.buf.push(b'}');
             }
             Event::Lane(ref slice) => {
-                let (lpid, tid) = self.lane_ids(out, slice)?;
+                let (lpid, tid) = self.lane_ids(slice);
                 self.timed(slice.name, Some(slice.lane), br#""X""#, (lpid, tid), slice.begin_ns);
-                let l = &mut self.line;
-                l.extend_from_slice(br#","dur":"#);
-                micros(l, slice.end_ns.saturating_sub(slice.begin_ns));
-                args(l, slice.fields, false);
-                l.push(b'}');
+                let b = &mut self.buf;
+                b.extend_from_slice(br#","dur":"#);
+                micros(b, slice.end_ns.saturating_sub(slice.begin_ns));
+                args(b, slice.fields, false);
+                b.push(b'}');
             }
             _ => return Ok(()),
         }
-        out.write_all(&self.line)
+        self.write_some(out)
     }
 
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
@@ -301,9 +437,9 @@ impl Sink for ChromeSink {
                 None,
                 end.dropped_records,
             );
-            out.write_all(&self.line)?;
         }
-        out.write_all(b"\n]\n")
+        self.buf.extend_from_slice(b"\n]\n");
+        self.write_all(out)
     }
 }
 
@@ -333,6 +469,30 @@ mod tests {
             let mut v = Vec::new();
             micros(&mut v, ns);
             assert_eq!(String::from_utf8(v).unwrap(), text);
+        }
+        let mut v = Vec::new();
+        micros(&mut v, u64::MAX);
+        assert_eq!(String::from_utf8(v).unwrap(), "18446744073709551.615");
+    }
+
+    #[test]
+    fn integers_are_written_as_display_writes_them() {
+        let mut powers: Vec<u64> = (0..20).map(|e| 10u64.pow(e)).collect();
+        powers.extend(powers.clone().iter().map(|p| p - 1));
+        powers.extend([u64::MAX, u64::MAX - 1, 42, 4242]);
+        for n in powers {
+            let mut v = Vec::new();
+            uint(&mut v, n);
+            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
+            let n = n as i64;
+            let mut v = Vec::new();
+            int(&mut v, n);
+            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
+        }
+        for n in [i64::MIN, i64::MIN + 1, -1, -10, -99, -100] {
+            let mut v = Vec::new();
+            int(&mut v, n);
+            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
         }
     }
 }

@@ -1,0 +1,321 @@
+//! The sink writes exactly the bytes the old encoder (kept in `oracle/`) wrote,
+//! for a varied stream: every event kind, every value type (NaN and infinite
+//! floats, negative and extreme integers), strings needing every kind of
+//! escape, non-ASCII and long strings, and a reused string buffer that holds
+//! different text at the same address.
+
+mod oracle;
+
+use std::io::{self, Write};
+
+use trace_core::{
+    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Resources, Sink, Site, Start, Value,
+};
+use trace_sink_chrome::ChromeSink;
+
+/// A small deterministic generator (xorshift).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// A string of `len` characters drawn from every class the escaper tells apart.
+    fn text(&mut self, len: usize) -> String {
+        const PIECES: &[&str] = &[
+            "a", "Z", "0", " ", "_", ":", "/", "{", "}", "~", "\u{7f}", "\"", "\\", "\n", "\r", "\t",
+            "\u{0}", "\u{1}", "\u{8}", "\u{c}", "\u{1b}", "\u{1f}", "é", "ü", "€", "字", "𝄞", "\u{2028}",
+            "\u{feff}",
+        ];
+        let mut s = String::new();
+        for _ in 0..len {
+            // Mostly plain text, as real names are, with escapes here and there.
+            let i = if self.below(4) == 0 { self.below(PIECES.len() as u64) } else { self.below(5) };
+            s.push_str(PIECES[i as usize]);
+        }
+        s
+    }
+
+    fn float(&mut self) -> f64 {
+        const SPECIAL: &[f64] = &[
+            0.0,
+            -0.0,
+            1.0,
+            -3.0,
+            0.1,
+            1.5e-7,
+            123456.789,
+            1e21,
+            1e22,
+            1e300,
+            -1e-300,
+            f64::MIN_POSITIVE,
+            5e-324,
+            f64::MAX,
+            f64::MIN,
+            f64::EPSILON,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        match self.below(3) {
+            0 => SPECIAL[self.below(SPECIAL.len() as u64) as usize],
+            1 => f64::from_bits(self.next()),
+            _ => (self.next() as i64 as f64) / 1024.0,
+        }
+    }
+}
+
+/// Owned field values, borrowed as `Field`s when an event is built.
+#[derive(Clone)]
+enum Owned {
+    I64(i64),
+    U64(u64),
+    F64(f64),
+    Bool(bool),
+    Str(String),
+}
+
+fn owned_fields(rng: &mut Rng, names: &[String]) -> Vec<(String, Owned)> {
+    let n = match rng.below(6) {
+        0..=1 => 0,
+        2 => 1,
+        3 => 2,
+        4 => 3,
+        _ => 8,
+    };
+    (0..n)
+        .map(|_| {
+            let name = names[rng.below(names.len() as u64) as usize].clone();
+            let value = match rng.below(9) {
+                0 => Owned::I64(rng.next() as i64),
+                1 => Owned::I64([i64::MIN, i64::MAX, -1, 0, -10, 9][rng.below(6) as usize]),
+                2 => Owned::U64(rng.next() >> rng.below(64)),
+                3 => Owned::U64([u64::MAX, 0, 1, 10, 99, 100][rng.below(6) as usize]),
+                4 | 5 => Owned::F64(rng.float()),
+                6 => Owned::Bool(rng.below(2) == 0),
+                _ => {
+                    let len = if rng.below(20) == 0 { 300 + rng.below(5000) } else { rng.below(40) };
+                    Owned::Str(rng.text(len as usize))
+                }
+            };
+            (name, value)
+        })
+        .collect()
+}
+
+fn borrow(fields: &[(String, Owned)]) -> Vec<Field<'_>> {
+    fields
+        .iter()
+        .map(|(name, v)| Field {
+            name,
+            value: match v {
+                Owned::I64(v) => Value::I64(*v),
+                Owned::U64(v) => Value::U64(*v),
+                Owned::F64(v) => Value::F64(*v),
+                Owned::Bool(v) => Value::Bool(*v),
+                Owned::Str(s) => Value::Str(s),
+            },
+        })
+        .collect()
+}
+
+/// Feeds one varied stream to `sink` and returns its whole output, written
+/// through a `Vec`.
+fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> Vec<u8> {
+    let mut rng = Rng(seed);
+    let mut out = Vec::new();
+    let command = rng.text(12);
+    let start = Start {
+        command: &command,
+        stem: "stem",
+        pid: 4_194_303,
+        start_unix_ms: 1,
+        start_ns: 1_000,
+        startup_us: Some(5),
+        filter: "info",
+    };
+    sink.start(&start, &mut out).unwrap();
+    // Names: a few plain ones (repeated, as call sites are) and some needing escapes.
+    let names: Vec<String> = (0..12)
+        .map(|i| {
+            let len = 1 + rng.below(30) as usize;
+            if i < 6 {
+                format!("name_{i}")
+            } else {
+                rng.text(len)
+            }
+        })
+        .collect();
+    let targets: Vec<String> = vec!["app::module".into(), "écrit\\\"q\"".into(), rng.text(8)];
+    let lanes: Vec<String> = vec!["ninja".into(), "tests".into(), "la\"ne\u{3}".into()];
+    let report = LaneReport {
+        lane: "ninja".into(),
+        slices: 3,
+        unavailable: None,
+        notes: vec![],
+        alignment_uncertainty_ns: 0,
+    };
+    // A buffer whose text changes in place: same address, same length.
+    let mut reused = String::from("reused_AAAA");
+    let mut ts = 0u64;
+    let mut open: Vec<(u64, usize, usize, u64)> = Vec::new();
+    for op in 0..ops {
+        ts += rng.below(2_000_000);
+        let thread = [1, 4242, u64::from(u32::MAX) + 7, u64::MAX][rng.below(4) as usize];
+        let fields = owned_fields(&mut rng, &names);
+        let fields = borrow(&fields);
+        let site = |n: usize, t: usize| Site { name: &names[n], target: &targets[t], level: Level::INFO };
+        let r = match rng.below(9) {
+            0 => {
+                let name = if rng.below(2) == 0 { rng.text(10) } else { format!("worker-{op}") };
+                sink.event(&Event::ThreadName { thread, name: &name }, &mut out)
+            }
+            1 | 2 => {
+                let (n, t) = (rng.below(names.len() as u64) as usize, rng.below(3) as usize);
+                open.push((thread, n, t, ts));
+                sink.event(&Event::SpanBegin { thread, ts, site: site(n, t), fields: &fields }, &mut out)
+            }
+            3 | 4 => match open.pop() {
+                Some((thread, n, t, begin_ts)) => {
+                    let recorded = &fields[..fields.len() / 2];
+                    let end = Event::SpanEnd {
+                        thread,
+                        ts,
+                        begin_ts,
+                        site: site(n, t),
+                        fields: &fields,
+                        recorded,
+                        unclosed: rng.below(4) == 0,
+                    };
+                    sink.event(&end, &mut out)
+                }
+                None => Ok(()),
+            },
+            5 => {
+                let (n, t) = (rng.below(names.len() as u64) as usize, rng.below(3) as usize);
+                sink.event(&Event::Instant { thread, ts, site: site(n, t), fields: &fields }, &mut out)
+            }
+            6 => {
+                let begin_ns = ts.saturating_sub(rng.below(5_000_000));
+                let slice = LaneSlice {
+                    lane: &lanes[rng.below(3) as usize],
+                    track: [0, 1, 2, 41, u32::MAX - 1][rng.below(5) as usize],
+                    begin_ns,
+                    // Now and then an end before the begin: the duration saturates.
+                    end_ns: if rng.below(10) == 0 { begin_ns / 2 } else { ts },
+                    name: &names[rng.below(names.len() as u64) as usize],
+                    fields: &fields,
+                };
+                sink.event(&Event::Lane(slice), &mut out)
+            }
+            7 => {
+                // Same address, same length, new text.
+                let ptr = reused.as_ptr();
+                let tail = rng.below(10_000);
+                reused.clear();
+                reused.push_str(&format!("reused_{tail:04}"));
+                assert_eq!(ptr, reused.as_ptr());
+                let site = Site { name: &reused, target: &reused, level: Level::INFO };
+                sink.event(&Event::Instant { thread, ts, site, fields: &fields }, &mut out)
+            }
+            _ => sink.event(&Event::LaneReport(&report), &mut out),
+        };
+        r.unwrap();
+    }
+    // Times at the ends of the range, and spans left open.
+    for ts in [0, 999, u64::MAX] {
+        let site = Site { name: "edge", target: "t", level: Level::INFO };
+        sink.event(&Event::Instant { thread: 0, ts, site, fields: &[] }, &mut out).unwrap();
+    }
+    while let Some((thread, n, t, begin_ts)) = open.pop() {
+        let site = Site { name: &names[n], target: &targets[t], level: Level::INFO };
+        let end = Event::SpanEnd { thread, ts, begin_ts, site, fields: &[], recorded: &[], unclosed: true };
+        sink.event(&end, &mut out).unwrap();
+    }
+    let files: Vec<FileStatus> = Vec::new();
+    let end = Finish { end_ns: ts, dropped_records, files: &files, resources: Resources::default() };
+    sink.finish(&end, &mut out).unwrap();
+    out
+}
+
+fn same(seed: u64, ops: usize, dropped_records: u64) {
+    let old = encode(&mut oracle::OldChromeSink::new(), seed, ops, dropped_records);
+    let new = encode(&mut ChromeSink::new(), seed, ops, dropped_records);
+    if old != new {
+        let at = old.iter().zip(&new).position(|(a, b)| a != b).unwrap_or(old.len().min(new.len()));
+        let show = |b: &[u8]| {
+            String::from_utf8_lossy(&b[at.saturating_sub(80)..(at + 80).min(b.len())]).into_owned()
+        };
+        panic!(
+            "seed {seed}: outputs differ at byte {at} (old {} bytes, new {})\nold: {}\nnew: {}",
+            old.len(),
+            new.len(),
+            show(&old),
+            show(&new)
+        );
+    }
+}
+
+#[test]
+fn output_is_byte_identical_to_the_old_encoder() {
+    for seed in 1..=40 {
+        same(seed * 0x9e37_79b9, 500, seed % 3);
+    }
+}
+
+#[test]
+fn a_long_stream_is_byte_identical_too() {
+    // More than any buffer the sink keeps: its output goes out in several pieces.
+    same(0x5eed, 40_000, 0);
+}
+
+#[test]
+fn an_empty_capture_is_byte_identical() {
+    same(7, 0, 0);
+    same(8, 0, 12);
+}
+
+/// Accepts nothing: every write fails.
+struct Broken;
+
+impl Write for Broken {
+    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+        Err(io::Error::other("broken"))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_write_error_is_reported_by_the_end() {
+    let mut sink = ChromeSink::new();
+    let start = Start {
+        command: "c",
+        stem: "s",
+        pid: 1,
+        start_unix_ms: 0,
+        start_ns: 0,
+        startup_us: None,
+        filter: "info",
+    };
+    let mut r = sink.start(&start, &mut Broken);
+    let site = Site { name: "x", target: "t", level: Level::INFO };
+    for ts in 0..10 {
+        r = r.and(sink.event(&Event::Instant { thread: 1, ts, site, fields: &[] }, &mut Broken));
+    }
+    let files: Vec<FileStatus> = Vec::new();
+    let end = Finish { end_ns: 10, dropped_records: 0, files: &files, resources: Resources::default() };
+    r = r.and(sink.finish(&end, &mut Broken));
+    assert!(r.is_err());
+}
