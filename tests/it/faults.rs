@@ -103,9 +103,15 @@ fn make(kind: &str) -> Box<dyn Sink> {
 
 const KINDS: [&str; 3] = ["chrome", "perfetto", "summary"];
 
-/// A small capture with everything a sink must encode: two threads, fields of
-/// each kind, a field recorded late, an event, an unclosed span, a lane.
-fn representative() -> u64 {
+/// Spans the long shape adds: enough for several of the Chrome sink's 32 KiB
+/// writes and two of the Perfetto sink's 64 KiB chunks, and for the writer
+/// thread to start (a short capture is finished on the calling thread).
+const LONG_SPANS: u64 = 2_000;
+
+/// A capture with everything a sink must encode: two threads, fields of each
+/// kind, a field recorded late, an event, an unclosed span, a lane; `long`
+/// adds [`LONG_SPANS`] spans with a field.
+fn representative(long: bool) -> u64 {
     let _root = tracing::info_span!("resolve", packages = 3u64, name = "demo").entered();
     let h = cabin_trace::spawn("helper", || {
         for i in 0..3u64 {
@@ -117,6 +123,11 @@ fn representative() -> u64 {
     let s = tracing::info_span!("compile", exit_code = tracing::field::Empty);
     s.in_scope(|| tracing::warn!(units = 2u64, "compiled"));
     s.record("exit_code", 0i64);
+    if long {
+        for step in 0..LONG_SPANS {
+            let _s = tracing::info_span!("step", step).entered();
+        }
+    }
     std::mem::forget(tracing::info_span!("left_open").entered());
     if let Some(h) = cabin_trace::current() {
         let now = h.now_ns();
@@ -140,7 +151,7 @@ fn config(dir: &Path) -> Config {
 
 /// Runs the capture with `faulty` failing at byte `fail_at`; returns the plan
 /// (with the write calls it saw) and what the capture reported.
-fn run_once(dir: &Path, faulty: &str, fail_at: u64) -> (Plan, cabin_trace::Report) {
+fn run_once(dir: &Path, faulty: &str, long: bool, fail_at: u64) -> (Plan, cabin_trace::Report) {
     let plan = Plan { fail_at, bytes: Arc::new(AtomicU64::new(0)), calls: Default::default() };
     let sinks: Vec<Box<dyn Sink>> = KINDS
         .iter()
@@ -153,7 +164,7 @@ fn run_once(dir: &Path, faulty: &str, fail_at: u64) -> (Plan, cabin_trace::Repor
         })
         .collect();
     let session = Session::start(&config(dir), "faults", sinks).unwrap();
-    let answer = session.in_scope(representative);
+    let answer = session.in_scope(|| representative(long));
     assert_eq!(answer, 42, "the command's result is unchanged");
     let report = session.finish();
     (plan, report)
@@ -163,9 +174,12 @@ fn run_once(dir: &Path, faulty: &str, fail_at: u64) -> (Plan, cabin_trace::Repor
 fn a_write_failure_at_every_write_call_of_each_sink_is_kept_reported_and_never_panics() {
     let mut injected = 0;
     let mut lines = Vec::new();
-    for kind in KINDS {
+    // The summary's writes do not depend on the number of spans: one shape.
+    let shapes =
+        [("chrome", false), ("chrome", true), ("perfetto", false), ("perfetto", true), ("summary", false)];
+    for (kind, long) in shapes {
         let dir = tempfile::tempdir().unwrap();
-        let (clean_plan, clean) = run_once(dir.path(), kind, u64::MAX);
+        let (clean_plan, clean) = run_once(dir.path(), kind, long, u64::MAX);
         assert!(clean.is_complete(), "{:?}", clean.warnings());
         let calls = clean_plan.calls.lock().unwrap().clone();
         let file_len = clean_plan.bytes.load(Ordering::Relaxed);
@@ -175,7 +189,7 @@ fn a_write_failure_at_every_write_call_of_each_sink_is_kept_reported_and_never_p
         for (i, (start, len)) in calls.iter().enumerate() {
             let fail_at = start + len / 2;
             let dir = tempfile::tempdir().unwrap();
-            let (plan, report) = run_once(dir.path(), kind, fail_at);
+            let (plan, report) = run_once(dir.path(), kind, long, fail_at);
             if plan.bytes.load(Ordering::Relaxed) < fail_at || report.is_complete() {
                 continue;
             }
@@ -213,7 +227,8 @@ fn a_write_failure_at_every_write_call_of_each_sink_is_kept_reported_and_never_p
                 crate::reliability::validate_final_files(dir.path());
             }
         }
-        lines.push(format!("{kind}: {} write calls, {file_len} bytes", calls.len()));
+        let shape = if long { "long" } else { "short" };
+        lines.push(format!("{kind}, {shape}: {} write calls, {file_len} bytes", calls.len()));
     }
     println!(
         "reliability: write faults: {injected} captures, each failing midway through one write call ({}); \
