@@ -206,10 +206,17 @@ impl Session {
     ///
     /// Not needed for correctness: [`Session::finish`] collects every thread's
     /// records. It bounds how much is held in memory, and lets a test observe
-    /// a steady state.
+    /// a steady state. It starts the writer thread if it has not started, and
+    /// returns at once if the system refuses to start it (the records then
+    /// wait for the finish, as many as the channel holds; the rest are
+    /// dropped and counted).
     pub fn flush(&self) {
         CaptureLayer { shared: self.shared.clone() }.flush_local();
-        self.shared.writer.ensure_started();
+        // A writer thread that could not start answers nothing, and its
+        // channel may be full: do not wait for it.
+        if !self.shared.writer.ensure_started() {
+            return;
+        }
         let (tx, rx) = crossbeam_channel::bounded(1);
         if self.shared.tx.send(Msg::Sync(tx)).is_ok() {
             let _ = rx.recv_timeout(std::time::Duration::from_secs(1));
@@ -386,8 +393,7 @@ impl Handle {
     pub fn lane_slice(&self, slice: &LaneSlice<'_>) {
         let fields =
             slice.fields.iter().map(|f: &Field<'_>| (f.name.to_string(), OwnedValue::from_value(&f.value)));
-        self.shared.writer.ensure_started();
-        let _ = self.shared.tx.send(Msg::Lane(OwnedLane {
+        self.send(Msg::Lane(OwnedLane {
             lane: slice.lane.to_string(),
             track: slice.track,
             begin_ns: slice.begin_ns,
@@ -399,8 +405,18 @@ impl Handle {
 
     /// Says what an external lane's source reported, for the summary.
     pub fn lane_report(&self, report: LaneReport) {
-        self.shared.writer.ensure_started();
-        let _ = self.shared.tx.send(Msg::LaneReport(report));
+        self.send(Msg::LaneReport(report));
+    }
+
+    /// Sends `msg` to the writer, waiting for room as long as the writer
+    /// thread runs; if it could not be started, drops and counts a message
+    /// the channel has no room for rather than wait for ever.
+    fn send(&self, msg: Msg) {
+        if self.shared.writer.ensure_started() {
+            let _ = self.shared.tx.send(msg);
+        } else if self.shared.tx.try_send(msg).is_err() {
+            self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

@@ -508,10 +508,12 @@ impl WriterCell {
     /// Starts the writer thread unless it has started (or the capture has
     /// finished). Called before anything is sent to the writer.
     #[inline]
-    pub(crate) fn ensure_started(&self) {
+    pub(crate) fn ensure_started(&self) -> bool {
         if !self.started.load(Ordering::Acquire) {
             self.start();
+            return self.started.load(Ordering::Acquire);
         }
+        true
     }
 
     #[cold]
@@ -521,6 +523,10 @@ impl WriterCell {
             return;
         }
         let Some(shared) = self.shared.upgrade() else { return };
+        #[cfg(test)]
+        if tests::REFUSE_SPAWN.get() {
+            return;
+        }
         let pending = self.pending.clone();
         let spawned = std::thread::Builder::new()
             .name("trace-writer".into())
@@ -617,5 +623,91 @@ impl Writer {
             recycle,
             anchors,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::io::{self, Write};
+    use std::sync::atomic::AtomicU64;
+
+    use super::*;
+    use crate::{Config, Event, Finish, LaneSlice, Session, Sink};
+
+    thread_local! {
+        /// Makes the writer thread fail to start when this thread starts it.
+        pub(crate) static REFUSE_SPAWN: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Counts span ends and lane slices.
+    struct Count(Arc<AtomicU64>, Arc<AtomicU64>);
+
+    impl Sink for Count {
+        fn name(&self) -> &'static str {
+            "count"
+        }
+        fn suffix(&self) -> &'static str {
+            "count.txt"
+        }
+        fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
+            match event {
+                Event::SpanEnd { .. } => self.0.fetch_add(1, Ordering::Relaxed),
+                Event::Lane(_) => self.1.fetch_add(1, Ordering::Relaxed),
+                _ => 0,
+            };
+            Ok(())
+        }
+        fn finish(&mut self, _end: &Finish<'_>, _out: &mut dyn Write) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_writer_thread_that_cannot_start_blocks_nothing_and_loses_only_what_it_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
+            .unwrap()
+            .unwrap();
+        let (spans, lanes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let session =
+            Session::start(&config, "no-thread", vec![Box::new(Count(spans.clone(), lanes.clone()))])
+                .unwrap();
+        REFUSE_SPAWN.set(true);
+        // Far more batches and lanes than the channel holds (256 messages).
+        const SPANS: u64 = 300_000;
+        const LANES: u64 = 1_000;
+        session.in_scope(|| {
+            for _ in 0..SPANS {
+                let _s = tracing::info_span!("work").entered();
+            }
+            let h = crate::current().unwrap();
+            for i in 0..LANES {
+                h.lane_slice(&LaneSlice {
+                    lane: "ninja",
+                    track: 0,
+                    begin_ns: i,
+                    end_ns: i + 1,
+                    name: "a.o",
+                    fields: &[],
+                });
+            }
+        });
+        session.flush();
+        let report = session.finish();
+        REFUSE_SPAWN.set(false);
+        let (spans, lanes) = (spans.load(Ordering::Relaxed), lanes.load(Ordering::Relaxed));
+        assert!(
+            spans < SPANS && lanes < LANES,
+            "the channel cannot hold it all: {spans} spans, {lanes} lanes"
+        );
+        assert!(spans > 0, "what the channel held is written at the finish");
+        // A span without fields is two records, an enter and an exit, and a
+        // batch holds a whole number of them: a missing span is two records
+        // counted, a missing lane one.
+        let missing = 2 * (SPANS - spans) + (LANES - lanes);
+        assert_eq!(report.dropped_records, missing, "{spans} spans and {lanes} lanes arrived");
+        assert!(report.files.iter().all(|f| f.complete), "{:?}", report.files);
+        assert!(report.warnings().iter().any(|w| w.contains("dropped")), "{:?}", report.warnings());
     }
 }
