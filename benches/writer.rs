@@ -201,6 +201,7 @@ impl Fed {
                 let end = Finish {
                     end_ns: u64::MAX / 2,
                     dropped_records: 0,
+                    unclosed_spans: 0,
                     files: &files,
                     resources: Resources::default(),
                 };

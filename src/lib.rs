@@ -94,12 +94,12 @@ type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 /// A configured capture: on (with a checked configuration) or off.
 pub struct Capture {
     config: Option<Config>,
-    layer: Option<BoxedLayer>,
+    layers: Vec<BoxedLayer>,
 }
 
 impl std::fmt::Debug for Capture {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Capture").field("config", &self.config).field("layer", &self.layer.is_some()).finish()
+        f.debug_struct("Capture").field("config", &self.config).field("layers", &self.layers.len()).finish()
     }
 }
 
@@ -112,12 +112,12 @@ impl Capture {
     /// assert!(!capture.is_enabled());
     /// ```
     pub fn from_env(prefix: &str) -> Result<Capture, ConfigError> {
-        Ok(Capture { config: Config::from_env(prefix, FORMATS)?, layer: None })
+        Ok(Capture { config: Config::from_env(prefix, FORMATS)?, layers: Vec::new() })
     }
 
     /// A capture from a configuration built elsewhere (`None`: off).
     pub fn from_config(config: Option<Config>) -> Capture {
-        Capture { config, layer: None }
+        Capture { config, layers: Vec::new() }
     }
 
     /// Whether running a command will capture it.
@@ -130,13 +130,17 @@ impl Capture {
         self.config.as_ref()
     }
 
-    /// Composes the tool's own layer (its log output, for example) with the
-    /// capture. With capture off, the command runs under that layer alone.
+    /// Adds the tool's own layer (its log output, for example): the command
+    /// runs under a `tracing_subscriber::Registry` with every layer given, in
+    /// order, whether capture is on or off, so it prints the same either way.
+    /// The capture forwards to that registry and hides its own root span from
+    /// it. Without any layer, the capture forwards to the thread's default
+    /// dispatcher instead (a tool's global subscriber).
     pub fn with_layer<L>(mut self, layer: L) -> Capture
     where
         L: Layer<Registry> + Send + Sync + 'static,
     {
-        self.layer = Some(Box::new(layer));
+        self.layers.push(Box::new(layer));
         self
     }
 
@@ -168,27 +172,23 @@ impl Capture {
         command: &str,
         f: impl FnOnce() -> T,
     ) -> Result<(T, Option<Report>), ConfigError> {
-        let Capture { config, layer } = self;
+        let Capture { config, layers } = self;
+        // The tool's layers, on a registry of their own: the same dispatcher
+        // with capture on (forwarded to) and off (the default).
+        let tool = (!layers.is_empty()).then(|| tracing::Dispatch::new(Registry::default().with(layers)));
         let Some(config) = config else {
-            let value = match layer {
-                // The tool's logging still runs when capture is off.
-                Some(layer) => {
-                    let dispatch = tracing::Dispatch::new(Registry::default().with(layer));
-                    tracing::dispatcher::with_default(&dispatch, f)
-                }
+            let value = match &tool {
+                Some(tool) => tracing::dispatcher::with_default(tool, f),
                 None => f(),
             };
             return Ok((value, None));
         };
         let sinks = Self::sinks(&config);
-        let session = match layer {
-            Some(layer) => Session::start_with_layer(&config, command, sinks, layer)?,
+        let session = match tool {
+            Some(tool) => Session::start_forwarding(&config, command, sinks, Some(tool))?,
             None => Session::start(&config, command, sinks)?,
         };
-        let value = session.in_scope(|| {
-            let _root = tracing::info_span!(target: "cabin_trace", "command", command).entered();
-            f()
-        });
+        let value = session.run(f);
         let report = session.finish();
         for warning in report.warnings() {
             eprintln!("{warning}");

@@ -7,6 +7,8 @@ use std::str::FromStr;
 
 use tracing_subscriber::filter::Targets;
 
+use crate::filter;
+
 /// The filter used when `<P>_TRACE_FILTER` is unset.
 pub const DEFAULT_FILTER: &str = "info";
 
@@ -22,6 +24,7 @@ pub struct Config {
     filter: Targets,
     filter_text: String,
     formats: Vec<String>,
+    memory_budget: usize,
 }
 
 impl Config {
@@ -90,8 +93,8 @@ impl Config {
             ),
             Some(raw) => {
                 let text = utf8(&filter_var, raw, ErrorKind::Filter)?;
-                match parse_filter(&text) {
-                    Ok(f) => (f, text),
+                match filter::parse(&text) {
+                    Ok(parsed) => (parsed.targets, parsed.canonical),
                     Err(why) => {
                         return Err(ConfigError::new(
                             filter_var,
@@ -116,7 +119,14 @@ impl Config {
             }
         };
 
-        Ok(Some(Config { prefix: prefix.to_string(), dir, filter, filter_text, formats }))
+        Ok(Some(Config {
+            prefix: prefix.to_string(),
+            dir,
+            filter,
+            filter_text,
+            formats,
+            memory_budget: crate::buffer::DEFAULT_BUDGET,
+        }))
     }
 
     /// The prefix the variables were read under, e.g. `CABIN`.
@@ -134,9 +144,24 @@ impl Config {
         &self.filter
     }
 
-    /// The filter's text as given (or the default).
+    /// The filter's directives as `Targets` received them: the validated
+    /// directives of `<P>_TRACE_FILTER`, written canonically (or the default).
     pub fn filter_text(&self) -> &str {
         &self.filter_text
+    }
+
+    /// How many bytes of records may wait for the writer before further
+    /// batches are dropped (and counted); 64 MiB unless set with
+    /// [`Config::with_memory_budget`].
+    pub fn memory_budget(&self) -> usize {
+        self.memory_budget
+    }
+
+    /// The same configuration with a memory budget of `bytes` for records
+    /// waiting for the writer.
+    pub fn with_memory_budget(mut self, bytes: usize) -> Config {
+        self.memory_budget = bytes;
+        self
     }
 
     /// The selected sink names, in the order given, without duplicates.
@@ -164,24 +189,6 @@ fn utf8(var: &str, raw: OsString, kind: ErrorKind) -> Result<String, ConfigError
             "is not valid UTF-8; expected plain text",
         )
     })
-}
-
-/// Parses `Targets` directives, refusing what tracing-subscriber would silently
-/// accept but a user cannot have meant (an empty directive between commas is fine).
-fn parse_filter(text: &str) -> Result<Targets, String> {
-    if text.trim().is_empty() {
-        return Err("is empty".to_string());
-    }
-    // `Targets` reads `=` as a directive for the empty target at an empty
-    // level and keeps nothing; no one writes that on purpose.
-    for directive in text.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-        if let Some((target, level)) = directive.split_once('=') {
-            if target.trim().is_empty() || level.trim().is_empty() {
-                return Err(format!("has a directive `{directive}` with an empty target or level"));
-            }
-        }
-    }
-    Targets::from_str(text).map_err(|e| format!("does not parse ({e})"))
 }
 
 fn parse_formats(text: &str, known: &[&str]) -> Result<Vec<String>, String> {
@@ -304,7 +311,8 @@ mod tests {
 
     #[test]
     fn ordinary_directives_are_accepted() {
-        for good in ["info", "debug", "info,cabin_resolver=debug", "cabin", "warn,cabin::build=trace", "off"]
+        for good in
+            ["info", "debug", "info,cabin_resolver=debug", "cabin=info", "warn,cabin::build=trace", "off"]
         {
             let c = Config::from_lookup(
                 "CABIN",

@@ -214,6 +214,9 @@ pub struct Finish<'a> {
     pub end_ns: u64,
     /// Records lost because the writer fell behind (counted, never hidden).
     pub dropped_records: u64,
+    /// Spans still open at the finish: their [`Event::SpanEnd`] came with
+    /// `unclosed: true` at the finish's time.
+    pub unclosed_spans: u64,
     /// The files of the sinks finished before this one.
     pub files: &'a [FileStatus],
     /// CPU and memory, from `getrusage`.

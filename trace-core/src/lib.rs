@@ -68,16 +68,25 @@
 
 #![deny(missing_docs)]
 
+// Layers, top-down: raw records, per-thread buffers and their hand-over, the
+// writer, the capture's state and record protocol, then the two front-ends
+// (the capture's own subscriber and a registry layer), and the session.
+mod buffer;
+mod capture;
 mod clock;
 mod config;
 mod event;
+mod filter;
 mod layer;
 pub mod os;
+mod record;
+mod ring;
 mod session;
 mod sink;
 mod subscriber;
 mod writer;
 
+pub use capture::ROOT_TARGET;
 pub use config::{Config, ConfigError, ErrorKind, DEFAULT_FILTER};
 pub use event::{
     Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Resources, Site, Start, Tid, Value,

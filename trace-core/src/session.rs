@@ -9,17 +9,24 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use parking_lot::Mutex;
 use tracing::dispatcher::{self, Dispatch};
 use tracing_subscriber::layer::{Layer, SubscriberExt};
 use tracing_subscriber::Registry;
 
+use crate::buffer::{Handoff, Msg, Threads};
+use crate::capture::{Core, ROOT_TARGET};
 use crate::config::{Config, ConfigError, ErrorKind};
 use crate::event::{Field, FileStatus, LaneReport, LaneSlice};
-use crate::layer::{CaptureLayer, Shared, CHANNEL_BATCHES};
+use crate::layer::{CaptureFilter, CaptureLayer, HideRoot};
 use crate::os::{self, Usage};
+use crate::record::{OwnedLane, OwnedValue, Stamps};
 use crate::sink::{CheckedWriter, Sink};
 use crate::subscriber::CaptureSubscriber;
-use crate::writer::{self, Ended, Msg, OwnedLane, OwnedValue, Pending, SinkFile, StartOwned, WriterCell};
+use crate::writer::{self, Ended, Outcome, Pending, SinkFile, StartOwned, WriterCell};
+
+/// Emptied batches the writer keeps for the threads to reuse.
+const RECYCLED_BATCHES: usize = 256;
 
 /// The suffix of a file that is still being written.
 pub const PARTIAL_SUFFIX: &str = ".partial";
@@ -59,8 +66,9 @@ fn partial_path(path: &Path) -> PathBuf {
 /// command) finishes it quietly, so its files are still completed.
 #[must_use = "a session records nothing unless the command runs in `in_scope`, and dropping it finishes the capture"]
 pub struct Session {
-    shared: Arc<Shared>,
+    core: Arc<Core>,
     dispatch: Dispatch,
+    command: String,
     finished: bool,
     partials: Vec<PathBuf>,
     stem: String,
@@ -83,22 +91,35 @@ impl Session {
     /// The dispatcher is a subscriber of the capture's own, with no
     /// `tracing_subscriber::Registry` underneath: it supports everything
     /// `tracing` asks of a subscriber (span ids, cloned and moved spans,
-    /// `Span::current()`), but offers no `LookupSpan` to layers. Use
-    /// [`Session::start_with_layer`] to compose a layer.
+    /// `Span::current()`), but offers no `LookupSpan` to layers. Everything it
+    /// receives that the calling thread's default dispatcher (the tool's own
+    /// logging, typically a global `fmt` subscriber) enables is forwarded to
+    /// that dispatcher, so the tool prints what it prints without capture.
     pub fn start(config: &Config, command: &str, sinks: Vec<Box<dyn Sink>>) -> Result<Session, ConfigError> {
-        // With no layer of the tool's, nothing needs the registry: the capture
-        // is the whole subscriber, and the filter applies to all of it.
+        let current = dispatcher::get_default(|d| d.clone());
+        let inner = (!current.is::<tracing_core::subscriber::NoSubscriber>()).then_some(current);
+        Self::start_forwarding(config, command, sinks, inner)
+    }
+
+    /// Like [`Session::start`], forwarding to `inner` (or to nothing) instead
+    /// of the calling thread's default dispatcher.
+    pub fn start_forwarding(
+        config: &Config,
+        command: &str,
+        sinks: Vec<Box<dyn Sink>>,
+        inner: Option<Dispatch>,
+    ) -> Result<Session, ConfigError> {
         let filter = config.filter().clone();
-        Self::start_inner(config, command, sinks, move |capture| {
-            Dispatch::new(CaptureSubscriber::new(capture, filter))
+        Self::start_inner(config, command, sinks, move |core| {
+            Dispatch::new(CaptureSubscriber::new(core, filter, inner))
         })
     }
 
-    /// Like [`Session::start`], with `layer` (the tool's own logging, for
-    /// example) composed into the capture's subscriber, so that it keeps working
-    /// while the capture's dispatcher shadows the global one. The subscriber is
-    /// then a `tracing_subscriber::Registry` with `layer` and the capture's
-    /// [`CaptureLayer`] on it.
+    /// Starts a capture recorded by a [`CaptureLayer`] on a
+    /// `tracing_subscriber::Registry`, composed with `layer` (the tool's own,
+    /// which does not see the capture's root span). The other front-end of
+    /// the same record protocol as [`Session::start`], for tools that need a
+    /// registry's `LookupSpan`; its files are the same.
     pub fn start_with_layer<L>(
         config: &Config,
         command: &str,
@@ -108,9 +129,10 @@ impl Session {
     where
         L: Layer<Registry> + Send + Sync + 'static,
     {
-        let filter = config.filter().clone();
-        Self::start_inner(config, command, sinks, move |capture| {
-            Dispatch::new(Registry::default().with(layer).with(capture.with_filter(filter)))
+        let targets = config.filter().clone();
+        Self::start_inner(config, command, sinks, move |core| {
+            let capture = CaptureLayer { core }.with_filter(CaptureFilter { targets });
+            Dispatch::new(Registry::default().with(layer.with_filter(HideRoot)).with(capture))
         })
     }
 
@@ -118,7 +140,7 @@ impl Session {
         config: &Config,
         command: &str,
         sinks: Vec<Box<dyn Sink>>,
-        dispatch: impl FnOnce(CaptureLayer) -> Dispatch,
+        dispatch: impl FnOnce(Arc<Core>) -> Dispatch,
     ) -> Result<Session, ConfigError> {
         let dir_error = |what: String| {
             ConfigError::new(
@@ -165,8 +187,8 @@ impl Session {
             }
         }
 
-        let (tx, rx) = crossbeam_channel::bounded(CHANNEL_BATCHES);
-        let (recycle_tx, recycle_rx) = crossbeam_channel::bounded(CHANNEL_BATCHES);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (recycle_tx, recycle_rx) = crossbeam_channel::bounded(RECYCLED_BATCHES);
         let start = StartOwned {
             command: command.to_string(),
             stem: stem.clone(),
@@ -175,15 +197,26 @@ impl Session {
             startup_us: os::startup_us(),
             filter: config.filter_text().to_string(),
         };
+        let stamps = Stamps::start();
+        let base = Instant::now();
+        let threads = Arc::new(Threads::new(stamps, Handoff::new(tx, recycle_rx, config.memory_budget())));
         let pending = Pending { rx, recycle: recycle_tx, sinks: files, start };
-        let shared = Arc::new_cyclic(|me| {
-            let mut shared = Shared::new(tx, recycle_rx);
-            shared.writer = WriterCell::new(me.clone(), pending);
-            shared
+        let core = Arc::new(Core {
+            writer: WriterCell::new(threads.clone(), pending),
+            threads,
+            base,
+            lane_tracks: Mutex::new(Vec::new()),
         });
-
-        let dispatch = dispatch(CaptureLayer { shared: shared.clone() });
-        Ok(Session { shared, dispatch, finished: false, partials, stem, usage_start: Usage::now() })
+        let dispatch = dispatch(core.clone());
+        Ok(Session {
+            core,
+            dispatch,
+            command: command.to_string(),
+            finished: false,
+            partials,
+            stem,
+            usage_start: Usage::now(),
+        })
     }
 
     /// The capture's dispatcher, to hand to threads the command starts.
@@ -201,6 +234,17 @@ impl Session {
         dispatcher::with_default(&self.dispatch, f)
     }
 
+    /// Runs the command `f` inside this capture's root span (`command`, with
+    /// the command's name as a field, target [`ROOT_TARGET`]): recorded
+    /// whatever the filter, never shown to the tool's own subscriber or layers.
+    pub fn run<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.in_scope(|| {
+            let _root =
+                tracing::info_span!(target: ROOT_TARGET, "command", command = %self.command).entered();
+            f()
+        })
+    }
+
     /// Hands the calling thread's buffered records to the writer and waits (up
     /// to a second) until the writer has processed everything sent so far.
     ///
@@ -211,14 +255,13 @@ impl Session {
     /// wait for the finish, as many as the channel holds; the rest are
     /// dropped and counted).
     pub fn flush(&self) {
-        CaptureLayer { shared: self.shared.clone() }.flush_local();
-        // A writer thread that could not start answers nothing, and its
-        // channel may be full: do not wait for it.
-        if !self.shared.writer.ensure_started() {
+        self.core.threads.flush_local();
+        // A writer thread that could not start answers nothing: do not wait for it.
+        if !self.core.writer.ensure_started() {
             return;
         }
         let (tx, rx) = crossbeam_channel::bounded(1);
-        if self.shared.tx.send(Msg::Sync(tx)).is_ok() {
+        if self.core.threads.handoff.tx.send(Msg::Sync(tx)).is_ok() {
             let _ = rx.recv_timeout(std::time::Duration::from_secs(1));
         }
     }
@@ -231,27 +274,34 @@ impl Session {
 
     fn finish_inner(&mut self) -> Report {
         if std::mem::replace(&mut self.finished, true) {
-            return Report { stem: self.stem.clone(), files: Vec::new(), dropped_records: 0 };
+            return Report {
+                stem: self.stem.clone(),
+                files: Vec::new(),
+                dropped_records: 0,
+                unclosed_spans: 0,
+                late_records: 0,
+            };
         }
-        let end_rel = self.shared.rel_now();
+        let end_rel = self.core.rel_now();
         let resources = Usage::now().since(&self.usage_start);
-        let files = match self.shared.writer.end() {
+        let outcome = match self.core.writer.end() {
             Ended::Thread(writer) => {
-                let _ = self.shared.tx.send(Msg::Finish { end_rel, resources });
+                let _ = self.core.threads.handoff.tx.send(Msg::Finish { end_rel, resources });
                 writer.join().ok().flatten()
             }
             // Nothing was ever sent: the records are all in the threads'
             // buffers, and this thread turns them into the files.
             Ended::Inline(pending) => {
-                let shared = self.shared.clone();
+                let threads = self.core.threads.clone();
                 panic::catch_unwind(AssertUnwindSafe(|| {
-                    writer::run_inline(shared, pending, end_rel, resources)
+                    writer::run_inline(threads, pending, end_rel, resources)
                 }))
                 .ok()
             }
             Ended::Gone => None,
         };
-        let files = files.unwrap_or_else(|| {
+        let unclosed_spans = outcome.as_ref().map_or(0, |o| o.unclosed_spans);
+        let files = outcome.map(|o: Outcome| o.files).unwrap_or_else(|| {
             self.partials
                 .iter()
                 .map(|p| FileStatus {
@@ -274,10 +324,13 @@ impl Session {
                 f
             })
             .collect();
+        let handoff = &self.core.threads.handoff;
         Report {
             stem: self.stem.clone(),
             files,
-            dropped_records: self.shared.dropped.load(Ordering::Relaxed),
+            dropped_records: handoff.dropped.load(Ordering::Relaxed),
+            unclosed_spans,
+            late_records: handoff.late.load(Ordering::Relaxed),
         }
     }
 }
@@ -297,14 +350,26 @@ pub struct Report {
     pub stem: String,
     /// Every file, in the sinks' order, complete or not.
     pub files: Vec<FileStatus>,
-    /// Records lost because the writer fell behind.
+    /// Records lost because the writer fell behind past the memory budget.
     pub dropped_records: u64,
+    /// Spans still open when the capture finished: written as ending at the
+    /// finish, marked unclosed.
+    pub unclosed_spans: u64,
+    /// Records that arrived while the capture was finishing, after it had
+    /// taken its threads' last records (a thread the command left running):
+    /// not written. Records arriving after [`Session::finish`] returned are
+    /// not counted anywhere.
+    pub late_records: u64,
 }
 
 impl Report {
-    /// True when every file is complete and nothing was dropped.
+    /// True when every file is complete, nothing was dropped or late, and
+    /// every span was closed.
     pub fn is_complete(&self) -> bool {
-        self.dropped_records == 0 && self.files.iter().all(|f| f.complete)
+        self.dropped_records == 0
+            && self.unclosed_spans == 0
+            && self.late_records == 0
+            && self.files.iter().all(|f| f.complete)
     }
 
     /// One line per problem, ready for stderr; empty when the capture is complete.
@@ -323,6 +388,18 @@ impl Report {
                 self.dropped_records
             ));
         }
+        if self.unclosed_spans > 0 {
+            out.push(format!(
+                "warning: {} spans were still open when the trace finished; they end at the finish, marked unclosed",
+                self.unclosed_spans
+            ));
+        }
+        if self.late_records > 0 {
+            out.push(format!(
+                "warning: {} trace records arrived after the trace finished and were not written",
+                self.late_records
+            ));
+        }
         out
     }
 }
@@ -331,12 +408,12 @@ impl Report {
 /// external lanes (Ninja's actions, test executables) to it.
 #[derive(Clone)]
 pub struct Handle {
-    shared: Arc<Shared>,
+    core: Arc<Core>,
 }
 
 impl std::fmt::Debug for Handle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handle").field("capture_id", &self.shared.capture_id).finish()
+        f.debug_struct("Handle").field("capture_id", &self.core.threads.capture_id).finish()
     }
 }
 
@@ -346,22 +423,23 @@ impl std::fmt::Debug for Handle {
 /// assert!(trace_core::current().is_none());
 /// ```
 pub fn current() -> Option<Handle> {
-    dispatcher::get_default(|d| d.downcast_ref::<CaptureLayer>().map(|l| Handle { shared: l.shared.clone() }))
+    dispatcher::get_default(|d| d.downcast_ref::<Arc<Core>>().map(|core| Handle { core: core.clone() }))
 }
 
 impl Handle {
     /// Now, on the capture's clock (monotonic nanoseconds).
     pub fn now_ns(&self) -> u64 {
-        self.shared.base_mono_ns + self.shared.rel_now()
+        self.core.threads.stamps.base_mono_ns + self.core.rel_now()
     }
 
     /// The capture's clock reading for `instant`.
     pub fn instant_ns(&self, instant: Instant) -> u64 {
-        let base = self.shared.base;
+        let base = self.core.base;
+        let base_ns = self.core.threads.stamps.base_mono_ns;
         if instant >= base {
-            self.shared.base_mono_ns + (instant - base).as_nanos() as u64
+            base_ns + (instant - base).as_nanos() as u64
         } else {
-            self.shared.base_mono_ns.saturating_sub((base - instant).as_nanos() as u64)
+            base_ns.saturating_sub((base - instant).as_nanos() as u64)
         }
     }
 
@@ -369,7 +447,7 @@ impl Handle {
     /// first whose last slice has ended by `begin_ns`, or a new one. Slices
     /// placed in order of their begin never overlap on a track.
     pub fn place(&self, lane: &str, begin_ns: u64, end_ns: u64) -> u32 {
-        let mut lanes = self.shared.lane_tracks.lock();
+        let mut lanes = self.core.lane_tracks.lock();
         let i = match lanes.iter().position(|(n, _)| n == lane) {
             Some(i) => i,
             None => {
@@ -408,14 +486,12 @@ impl Handle {
         self.send(Msg::LaneReport(report));
     }
 
-    /// Sends `msg` to the writer, waiting for room as long as the writer
-    /// thread runs; if it could not be started, drops and counts a message
-    /// the channel has no room for rather than wait for ever.
+    /// Sends `msg` to the writer (which it starts if needed; if it cannot be
+    /// started, the finish takes the message). Never blocks.
     fn send(&self, msg: Msg) {
-        if self.shared.writer.ensure_started() {
-            let _ = self.shared.tx.send(msg);
-        } else if self.shared.tx.try_send(msg).is_err() {
-            self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+        self.core.writer.ensure_started();
+        if self.core.threads.handoff.tx.send(msg).is_err() {
+            self.core.threads.handoff.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

@@ -1,32 +1,44 @@
-//! The capture's own `tracing` subscriber, used when the tool composes no layer
-//! of its own: span ids, reference counts and each thread's stack of entered
-//! spans are kept next to the per-thread buffers of [`crate::layer`], with no
-//! registry underneath. The records it stores are the layer's, written by the
-//! same code.
+//! The capture's own `tracing` subscriber: span ids, reference counts and each
+//! thread's stack of entered spans kept next to the per-thread buffers, with
+//! no registry underneath; and the tee to the dispatcher that was the default
+//! when the capture started, so that the tool's own logging prints exactly
+//! what it prints without capture.
 //!
 //! - A span's id is its thread's number in the capture (plus one) above
 //!   [`SEQ_BITS`] bits of that thread's own count of spans: unique, never zero,
 //!   never reused within a capture, and taken without any shared counter.
-//! - Each thread keeps the callsites of its last [`RING`] spans in a ring that
-//!   other threads can read ([`SpanRing`]); a span still open when its entry is
-//!   needed for a newer one moves to a shared table (`overflow`). Entering a
-//!   span where it was created reads the ring; anywhere else is the rare path.
+//! - Each thread keeps its last [`RING`] spans in a ring that other threads can
+//!   read ([`SpanRing`]); a span still open when its entry is needed for a
+//!   newer one moves to a shared table (`overflow`). Entering a span where it
+//!   was created reads the ring; anywhere else is the rare path.
 //! - Spans are almost never cloned: a handle's close checks one atomic count of
 //!   outstanding clones, and only when it is not zero, a table of extra
 //!   references under a lock.
+//! - The tee: every call the inner dispatcher enables is forwarded to it, with
+//!   span ids mapped (the inner id is kept beside the callsite). The capture's
+//!   root span is never forwarded, so the tool's subscriber sees its spans with
+//!   the parents it would see without capture. With no inner dispatcher the
+//!   tee costs one branch per call. Limit: an event with an explicit parent
+//!   (`info!(parent: &span, ..)`) reaches the inner dispatcher unchanged, with
+//!   the capture's id for its parent, because `tracing` offers no way to
+//!   rebuild an event with another parent.
 
 use std::any::TypeId;
 use std::collections::HashMap;
-use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tracing_core::span::{Attributes, Current, Id, Record};
 use tracing_core::subscriber::Interest;
-use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
+use tracing_core::{Dispatch, Event, LevelFilter, Metadata, Subscriber};
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::{Layer, Registry};
 
-use crate::layer::{CaptureLayer, Kind, ThreadBuf};
+use crate::buffer::ThreadBuf;
+use crate::capture::{wants, Core, ROOT_TARGET};
+use crate::layer::max_with_root;
+use crate::ring::{SpanEntry, SpanInfo};
 
 /// Bits of a span id that count the spans of one thread.
 const SEQ_BITS: u32 = 40;
@@ -34,99 +46,36 @@ const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
 /// The largest thread number (plus one) an id can hold; threads beyond it take
 /// ids from the shared counter.
 const THREAD_MAX: u64 = u64::MAX >> SEQ_BITS;
-/// Entries in a thread's ring of recent spans (a power of two).
-pub(crate) const RING: usize = 256;
-
-type Meta = &'static Metadata<'static>;
-
-/// One entry of a [`SpanRing`]: a span id (0: free) and its callsite.
-#[derive(Default)]
-struct SpanEntry {
-    id: AtomicU64,
-    meta: AtomicPtr<Metadata<'static>>,
-}
-
-impl SpanEntry {
-    /// The callsite, read by the thread that wrote it.
-    #[inline]
-    fn own_meta(&self) -> Meta {
-        // SAFETY: every pointer stored comes from a `&'static Metadata<'static>`
-        // (`CaptureSubscriber::own_id`), and an entry is read only when its id
-        // is not 0, that is after a callsite was stored.
-        unsafe { &*self.meta.load(Ordering::Relaxed) }
-    }
-}
-
-/// The callsites of one thread's most recent spans, indexed by the low bits of
-/// the span's sequence number.
-///
-/// Only the owning thread stores a new entry (the callsite, then the id, both
-/// with release ordering, over an entry whose id is 0). Any thread may clear
-/// the id of a span it closes, with a compare-and-swap, and may read an entry
-/// seqlock-style: the id, the callsite, then the id again.
-pub(crate) struct SpanRing {
-    entries: [SpanEntry; RING],
-}
-
-impl SpanRing {
-    pub(crate) fn new() -> SpanRing {
-        SpanRing { entries: std::array::from_fn(|_| SpanEntry::default()) }
-    }
-
-    #[inline]
-    fn entry(&self, id: u64) -> &SpanEntry {
-        &self.entries[(id as usize) & (RING - 1)]
-    }
-
-    /// Another thread's read of `id`'s callsite, if the ring still holds it.
-    fn read(&self, id: u64) -> Option<Meta> {
-        let e = self.entry(id);
-        if e.id.load(Ordering::Acquire) != id {
-            return None;
-        }
-        let meta = e.meta.load(Ordering::Relaxed);
-        // Pairs with the release store of a newer callsite: if `meta` is newer
-        // than `id`, the id read below is too.
-        fence(Ordering::Acquire);
-        if e.id.load(Ordering::Relaxed) != id {
-            return None;
-        }
-        // SAFETY: as in `SpanEntry::own_meta`; the second read of the id shows
-        // that `meta` is the callsite stored with it.
-        Some(unsafe { &*meta })
-    }
-
-    /// Another thread clears `id`'s entry; false if the ring no longer holds it.
-    fn clear(&self, id: u64) -> bool {
-        self.entry(id).id.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-    }
-}
 
 /// The capture's subscriber. Aligned so that its fields do not share a cache
 /// line with the reference count that every span handle changes.
 #[repr(align(128))]
 pub(crate) struct CaptureSubscriber {
-    layer: CaptureLayer,
+    core: Arc<Core>,
     filter: Targets,
     max_level: Option<LevelFilter>,
+    /// The dispatcher that was the default when the capture started (the
+    /// tool's own logging), if any.
+    inner: Option<Dispatch>,
     /// Outstanding extra references, the sum of `refs`.
     clones: AtomicUsize,
     /// Span id to the number of its handles beyond the first.
     refs: Mutex<HashMap<u64, usize>>,
-    /// Callsites of open spans that are not in their thread's ring: displaced
-    /// by newer spans, or created with an id from `fallback`.
-    overflow: Mutex<HashMap<u64, Meta>>,
+    /// Open spans that are not in their thread's ring: displaced by newer
+    /// spans, or created with an id from `fallback`.
+    overflow: Mutex<HashMap<u64, SpanInfo>>,
     /// Ids for spans created where the thread's own count cannot be used.
     fallback: AtomicU64,
 }
 
 impl CaptureSubscriber {
-    pub(crate) fn new(layer: CaptureLayer, filter: Targets) -> CaptureSubscriber {
-        let max_level = Layer::<Registry>::max_level_hint(&filter);
+    pub(crate) fn new(core: Arc<Core>, filter: Targets, inner: Option<Dispatch>) -> CaptureSubscriber {
+        let max_level = max_with_root(Layer::<Registry>::max_level_hint(&filter));
         CaptureSubscriber {
-            layer,
+            core,
             filter,
             max_level,
+            inner,
             clones: AtomicUsize::new(0),
             refs: Mutex::new(HashMap::new()),
             overflow: Mutex::new(HashMap::new()),
@@ -134,13 +83,20 @@ impl CaptureSubscriber {
         }
     }
 
+    #[inline]
     fn wants(&self, meta: &Metadata<'_>) -> bool {
-        self.filter.would_enable(meta.target(), meta.level())
+        wants(&self.filter, meta)
     }
 
-    /// A new id from the thread's own count, its callsite in the thread's ring.
+    /// The inner dispatcher, if it wants `meta` and `meta` is not the root's.
     #[inline]
-    fn own_id(&self, buf: &ThreadBuf, next_seq: &std::cell::Cell<u64>, meta: Meta) -> Option<u64> {
+    fn inner_for(&self, meta: &Metadata<'_>) -> Option<&Dispatch> {
+        self.inner.as_ref().filter(|d| meta.target() != ROOT_TARGET && d.enabled(meta))
+    }
+
+    /// A new id from the thread's own count, its span in the thread's ring.
+    #[inline]
+    fn own_id(&self, buf: &ThreadBuf, next_seq: &std::cell::Cell<u64>, info: SpanInfo) -> Option<u64> {
         let thread = u64::from(buf.index) + 1;
         let seq = next_seq.get();
         if thread > THREAD_MAX || seq > SEQ_MASK {
@@ -153,8 +109,7 @@ impl CaptureSubscriber {
         if old != 0 {
             self.displace(e, old);
         }
-        e.meta.store(meta as *const Metadata<'static> as *mut Metadata<'static>, Ordering::Release);
-        e.id.store(id, Ordering::Release);
+        e.store(id, info);
         Some(id)
     }
 
@@ -164,67 +119,74 @@ impl CaptureSubscriber {
         let mut overflow = self.overflow.lock();
         // Under the lock: a thread closing `old` that finds it gone from the
         // ring then looks in `overflow` and waits for this insert.
+        let info = e.own_info();
         if e.id.compare_exchange(old, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-            overflow.insert(old, e.own_meta());
+            overflow.insert(old, info);
         }
     }
 
-    /// An id from the shared counter, its callsite in `overflow`.
+    /// An id from the shared counter, its span in `overflow`.
     #[cold]
-    fn fallback_id(&self, meta: Meta) -> u64 {
+    fn fallback_id(&self, info: SpanInfo) -> u64 {
         // Thread number 0: never an id of a thread's own count.
         let id = (self.fallback.fetch_add(1, Ordering::Relaxed) & SEQ_MASK).max(1);
-        self.overflow.lock().insert(id, meta);
+        self.overflow.lock().insert(id, info);
         id
     }
 
-    /// The callsite of span `id`; `own` is the calling thread's buffer.
+    /// What is known of span `id`; `own` is the calling thread's buffer.
     #[inline]
-    fn meta_of(&self, own: &ThreadBuf, id: u64) -> Option<Meta> {
-        if id >> SEQ_BITS == u64::from(own.index) + 1 {
+    fn info_of(&self, own: Option<&ThreadBuf>, id: u64) -> Option<SpanInfo> {
+        if let Some(own) = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1) {
             let e = own.spans.entry(id);
             if e.id.load(Ordering::Relaxed) == id {
-                return Some(e.own_meta());
+                return Some(e.own_info());
             }
         }
-        self.meta_elsewhere(id)
+        self.info_elsewhere(id)
     }
 
-    /// The rare path of [`CaptureSubscriber::meta_of`]: another thread's span,
+    /// The rare path of [`CaptureSubscriber::info_of`]: another thread's span,
     /// or one no longer in its ring.
     #[cold]
-    fn meta_elsewhere(&self, id: u64) -> Option<Meta> {
+    fn info_elsewhere(&self, id: u64) -> Option<SpanInfo> {
         let thread = id >> SEQ_BITS;
         if thread > 0 {
-            if let Some(Some(meta)) = self.layer.shared.with_thread_buf(thread - 1, |b| b.spans.read(id)) {
-                return Some(meta);
+            if let Some(Some(info)) = self.core.threads.with_buf(thread - 1, |b| b.spans.read(id)) {
+                return Some(info);
             }
         }
         self.overflow.lock().get(&id).copied()
     }
 
-    /// Forgets the callsite of span `id`, which has closed. Returns it when
-    /// known, so that the caller can tell whether the span holds fields.
+    /// What is known of span `id`, from any thread.
+    fn info(&self, id: u64) -> Option<SpanInfo> {
+        let own = self.core.threads.peek_slot(|slot| slot.buf.clone());
+        self.info_of(own.as_deref(), id)
+    }
+
+    /// Forgets span `id`, which has closed. Returns what was known of it when
+    /// that is at hand, so that the caller can tell whether it holds fields.
     #[inline]
-    fn forget(&self, own: Option<&ThreadBuf>, id: u64) -> Option<Meta> {
+    fn forget(&self, own: Option<&ThreadBuf>, id: u64) -> Option<SpanInfo> {
         if let Some(own) = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1) {
             let e = own.spans.entry(id);
             // Only this thread stores into its ring, and only one handle closes
             // a span: nothing can change this entry in between.
             if e.id.load(Ordering::Relaxed) == id {
-                let meta = e.own_meta();
+                let info = e.own_info();
                 e.id.store(0, Ordering::Relaxed);
-                return Some(meta);
+                return Some(info);
             }
         }
         self.forget_elsewhere(id)
     }
 
     #[cold]
-    fn forget_elsewhere(&self, id: u64) -> Option<Meta> {
+    fn forget_elsewhere(&self, id: u64) -> Option<SpanInfo> {
         let thread = id >> SEQ_BITS;
-        if thread > 0 && self.layer.shared.with_thread_buf(thread - 1, |b| b.spans.clear(id)) == Some(true) {
-            // Cleared from another thread's ring; its callsite is not needed.
+        if thread > 0 && self.core.threads.with_buf(thread - 1, |b| b.spans.clear(id)) == Some(true) {
+            // Cleared from another thread's ring; what it held is not needed.
             return None;
         }
         self.overflow.lock().remove(&id)
@@ -245,22 +207,20 @@ impl CaptureSubscriber {
 
     /// The last handle of span `id` has gone.
     fn close(&self, id: u64) {
-        let shared = &*self.layer.shared;
-        let done = shared.with_slot(|slot| {
-            // A span that declares no field left nothing for the writer to forget.
-            if self.forget(Some(&slot.buf), id).is_some_and(|m| m.fields().is_empty()) {
+        let core = &*self.core;
+        // Only a captured span that declares fields left state in the writer.
+        let needs_record =
+            |info: Option<SpanInfo>| info.is_none_or(|i| i.captured && !i.meta.fields().is_empty());
+        let done = core.threads.with_slot(|slot| {
+            if !needs_record(self.forget(Some(&slot.buf), id)) {
                 return true;
             }
-            shared.fill(&slot.buf, |l| l.raw(Kind::Close, id, 0, None))
+            core.close(Some(&slot.buf), id, false)
         });
-        match done {
-            Some(true) => {}
-            Some(false) => shared.lost(),
-            None => {
-                let own = shared.peek_slot(|slot| slot.buf.clone());
-                if !self.forget(own.as_deref(), id).is_some_and(|m| m.fields().is_empty()) {
-                    shared.lost();
-                }
+        if done.is_none() {
+            let own = core.threads.peek_slot(|slot| slot.buf.clone());
+            if needs_record(self.forget(own.as_deref(), id)) {
+                core.threads.handoff.lost();
             }
         }
     }
@@ -268,6 +228,8 @@ impl CaptureSubscriber {
 
 impl Subscriber for CaptureSubscriber {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        // The inner dispatcher registers the callsite for itself: `tracing`
+        // asks every dispatcher and combines the answers.
         if self.wants(meta) {
             Interest::always()
         } else {
@@ -278,7 +240,7 @@ impl Subscriber for CaptureSubscriber {
     fn enabled(&self, meta: &Metadata<'_>) -> bool {
         // Interest is cached for every live dispatcher at once: another one
         // may have wanted a callsite that this filter does not.
-        self.wants(meta)
+        self.wants(meta) || self.inner.as_ref().is_some_and(|d| d.enabled(meta))
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
@@ -287,84 +249,146 @@ impl Subscriber for CaptureSubscriber {
 
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
         let meta = attrs.metadata();
-        let fields = !meta.fields().is_empty();
-        let shared = &*self.layer.shared;
-        let made = shared.with_slot(|slot| {
-            let id = match self.own_id(&slot.buf, &slot.next_seq, meta) {
+        let inner = match self.inner_for(meta) {
+            Some(d) => {
+                let mapped = attrs.parent().map(|p| self.info(p.into_u64()).map_or(0, |i| i.inner));
+                let id = match mapped {
+                    Some(parent) if parent != 0 => {
+                        d.new_span(&Attributes::child_of(Id::from_u64(parent), meta, attrs.values()))
+                    }
+                    // A parent the inner dispatcher never saw (the root):
+                    // its own current span is the parent it would see.
+                    Some(_) => d.new_span(&Attributes::new(meta, attrs.values())),
+                    None if attrs.is_root() => d.new_span(&Attributes::new_root(meta, attrs.values())),
+                    None => d.new_span(attrs),
+                };
+                id.into_u64()
+            }
+            None => 0,
+        };
+        let info = SpanInfo { meta, inner, captured: self.wants(meta) };
+        let core = &*self.core;
+        let made = core.threads.with_slot(|slot| {
+            let id = match self.own_id(&slot.buf, &slot.next_seq, info) {
                 Some(id) => id,
-                None => self.fallback_id(meta),
+                None => self.fallback_id(info),
             };
-            // A span that declares no field can never hold a value: the writer
-            // needs nothing from its creation (its enter carries the callsite).
-            let stored = !fields
-                || shared
-                    .fill(&slot.buf, |l| l.raw_fields(Kind::NewSpan, id, 0, Some(meta), |v| attrs.record(v)));
-            (id, stored)
+            if info.captured {
+                core.new_span(Some(&slot.buf), id, meta, false, |v| attrs.record(v));
+            }
+            id
         });
-        let (id, stored) = made.unwrap_or_else(|| (self.fallback_id(meta), !fields));
-        if !stored {
-            shared.lost();
-        }
+        let id = made.unwrap_or_else(|| {
+            if info.captured && !meta.fields().is_empty() {
+                core.threads.handoff.lost();
+            }
+            self.fallback_id(info)
+        });
         Id::from_u64(id)
     }
 
     fn record(&self, span: &Id, values: &Record<'_>) {
-        if values.is_empty() {
-            return;
+        let id = span.into_u64();
+        let core = &*self.core;
+        let info = core
+            .threads
+            .with_slot(|slot| {
+                let info = self.info_of(Some(&slot.buf), id);
+                if !values.is_empty() && info.is_none_or(|i| i.captured) {
+                    core.record_values(Some(&slot.buf), id, |v| values.record(v));
+                }
+                info
+            })
+            .flatten();
+        if let (Some(d), Some(i)) = (&self.inner, info) {
+            if i.inner != 0 {
+                d.record(&Id::from_u64(i.inner), values);
+            }
         }
-        let ts = self.layer.shared.stamp();
-        self.layer.push_fields(Kind::Record, span.into_u64(), ts, None, |v| values.record(v));
     }
 
-    fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
+    fn record_follows_from(&self, span: &Id, follows: &Id) {
+        if let Some(d) = &self.inner {
+            let (a, b) = (self.info(span.into_u64()), self.info(follows.into_u64()));
+            if let (Some(a), Some(b)) = (a, b) {
+                if a.inner != 0 && b.inner != 0 {
+                    d.record_follows_from(&Id::from_u64(a.inner), &Id::from_u64(b.inner));
+                }
+            }
+        }
+    }
 
     fn event(&self, event: &Event<'_>) {
-        let ts = self.layer.shared.stamp();
-        self.layer.push_fields(Kind::Event, 0, ts, Some(event.metadata()), |v| event.record(v));
+        let meta = event.metadata();
+        if self.wants(meta) {
+            self.core.event(None, meta, |v| event.record(v));
+        }
+        if let Some(d) = self.inner_for(meta) {
+            d.event(event);
+        }
     }
 
     fn enter(&self, span: &Id) {
-        let shared = &*self.layer.shared;
-        let ts = shared.stamp();
         let id = span.into_u64();
-        let stored = shared.with_slot(|slot| {
-            let meta = self.meta_of(&slot.buf, id);
-            if let (Some(meta), Ok(mut stack)) = (meta, slot.stack.try_borrow_mut()) {
-                stack.push((id, meta));
+        let core = &*self.core;
+        let entered = core.threads.with_slot(|slot| {
+            let info = self.info_of(Some(&slot.buf), id);
+            if let (Some(i), Ok(mut stack)) = (info, slot.stack.try_borrow_mut()) {
+                stack.push((id, i));
             }
-            shared.fill(&slot.buf, |l| l.raw(Kind::Enter, id, ts, meta))
+            if info.is_none_or(|i| i.captured) {
+                core.enter(Some(&slot.buf), id, info.map(|i| i.meta));
+            }
+            info
         });
-        if stored != Some(true) {
-            shared.lost();
+        if let (Some(d), Some(Some(i))) = (&self.inner, entered) {
+            if i.inner != 0 {
+                d.enter(&Id::from_u64(i.inner));
+            }
         }
     }
 
     fn exit(&self, span: &Id) {
-        let shared = &*self.layer.shared;
-        let ts = shared.stamp();
         let id = span.into_u64();
-        let stored = shared.with_slot(|slot| {
-            if let Ok(mut stack) = slot.stack.try_borrow_mut() {
-                if let Some(at) = stack.iter().rposition(|e| e.0 == id) {
-                    stack.remove(at);
-                }
+        let core = &*self.core;
+        let exited = core.threads.with_slot(|slot| {
+            let info = slot.stack.try_borrow_mut().ok().and_then(|mut stack| {
+                let at = stack.iter().rposition(|e| e.0 == id)?;
+                Some(stack.remove(at).1)
+            });
+            if info.is_none_or(|i| i.captured) {
+                core.exit(Some(&slot.buf), id);
             }
-            shared.fill(&slot.buf, |l| l.raw(Kind::Exit, id, ts, None))
+            info
         });
-        if stored != Some(true) {
-            shared.lost();
+        if let (Some(d), Some(Some(i))) = (&self.inner, exited) {
+            if i.inner != 0 {
+                d.exit(&Id::from_u64(i.inner));
+            }
         }
     }
 
     fn clone_span(&self, span: &Id) -> Id {
+        let id = span.into_u64();
+        if let Some(d) = &self.inner {
+            if let Some(i) = self.info(id).filter(|i| i.inner != 0) {
+                let _ = d.clone_span(&Id::from_u64(i.inner));
+            }
+        }
         let mut refs = self.refs.lock();
-        *refs.entry(span.into_u64()).or_insert(0) += 1;
+        *refs.entry(id).or_insert(0) += 1;
         self.clones.fetch_add(1, Ordering::Relaxed);
         span.clone()
     }
 
     fn try_close(&self, span: Id) -> bool {
         let id = span.into_u64();
+        if let Some(d) = &self.inner {
+            // Every handle's drop reaches the inner dispatcher, which counts its own.
+            if let Some(i) = self.info(id).filter(|i| i.inner != 0) {
+                let _ = d.try_close(Id::from_u64(i.inner));
+            }
+        }
         // Every clone adds to `clones` before its handle exists, and a handle
         // reaches another thread only through synchronisation: a close that
         // reads 0 here is the close of the last handle.
@@ -375,16 +399,17 @@ impl Subscriber for CaptureSubscriber {
         true
     }
 
+    #[allow(deprecated)]
     fn drop_span(&self, span: Id) {
         let _ = self.try_close(span);
     }
 
     fn current_span(&self) -> Current {
-        self.layer
-            .shared
+        self.core
+            .threads
             .peek_slot(|slot| {
                 let stack = slot.stack.try_borrow().ok()?;
-                stack.last().map(|&(id, meta)| Current::new(Id::from_u64(id), meta))
+                stack.last().map(|&(id, info)| Current::new(Id::from_u64(id), info.meta))
             })
             .flatten()
             .unwrap_or_else(Current::none)
@@ -393,186 +418,10 @@ impl Subscriber for CaptureSubscriber {
     unsafe fn downcast_raw(&self, id: TypeId) -> Option<*const ()> {
         if id == TypeId::of::<Self>() {
             Some(self as *const Self as *const ())
-        } else if id == TypeId::of::<CaptureLayer>() {
-            Some(&self.layer as *const CaptureLayer as *const ())
+        } else if id == TypeId::of::<Arc<Core>>() {
+            Some(&self.core as *const Arc<Core> as *const ())
         } else {
             None
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    //! The records themselves and the subscriber's tables, with no writer
-    //! thread: batches stay in the channel for the test to read.
-
-    use std::sync::Arc;
-
-    use crossbeam_channel::Receiver;
-    use tracing::dispatcher::{self, Dispatch};
-    use tracing::info_span;
-
-    use super::*;
-    use crate::layer::{Shared, CHANNEL_BATCHES};
-    use crate::writer::Msg;
-
-    fn rig() -> (Dispatch, Arc<Shared>, Receiver<Msg>) {
-        let (tx, rx) = crossbeam_channel::bounded(CHANNEL_BATCHES);
-        let (_, recycle) = crossbeam_channel::bounded(1);
-        let shared = Arc::new(Shared::new(tx, recycle));
-        let layer = CaptureLayer { shared: shared.clone() };
-        let dispatch = Dispatch::new(CaptureSubscriber::new(layer, "trace".parse().unwrap()));
-        (dispatch, shared, rx)
-    }
-
-    fn sub(d: &Dispatch) -> &CaptureSubscriber {
-        d.downcast_ref::<CaptureSubscriber>().expect("the capture's own subscriber")
-    }
-
-    /// Hands the calling thread's records to the channel.
-    fn flush(shared: &Arc<Shared>) {
-        CaptureLayer { shared: shared.clone() }.flush_local();
-    }
-
-    /// Every record sent so far: (thread, kind, span id, callsite name).
-    fn records(rx: &Receiver<Msg>) -> Vec<(u32, Kind, u64, Option<&'static str>)> {
-        let mut out = Vec::new();
-        for msg in rx.try_iter() {
-            if let Msg::Batch { thread, batch } = msg {
-                out.extend(batch.raws.iter().map(|r| (thread, r.kind, r.id, r.meta.map(|m| m.name()))));
-            }
-        }
-        out
-    }
-
-    fn closes(records: &[(u32, Kind, u64, Option<&str>)], id: u64) -> Vec<u32> {
-        records.iter().filter(|r| r.1 == Kind::Close && r.2 == id).map(|r| r.0).collect()
-    }
-
-    /// No span is left in any table or ring.
-    fn assert_empty(d: &Dispatch, shared: &Shared) {
-        let s = sub(d);
-        assert!(s.overflow.lock().is_empty(), "overflow: {:?}", s.overflow.lock().keys().collect::<Vec<_>>());
-        assert!(s.refs.lock().is_empty());
-        assert_eq!(s.clones.load(Ordering::Relaxed), 0);
-        for buf in shared.threads.lock().iter() {
-            let held: Vec<u64> = buf
-                .spans
-                .entries
-                .iter()
-                .map(|e| e.id.load(Ordering::Relaxed))
-                .filter(|id| *id != 0)
-                .collect();
-            assert!(held.is_empty(), "thread {}: {held:?}", buf.index);
-        }
-    }
-
-    #[test]
-    fn the_close_is_recorded_once_where_the_last_handle_goes() {
-        let (d, shared, rx) = rig();
-        let (with_fields, fieldless, local) = dispatcher::with_default(&d, || {
-            let with_fields = info_span!("with_fields", n = 1u64);
-            let fieldless = info_span!("fieldless");
-            let local = info_span!("local");
-            let ids = (with_fields.id().unwrap(), fieldless.id().unwrap(), local.id().unwrap());
-            let (a, b) = (with_fields.clone(), fieldless.clone());
-            drop((with_fields, fieldless, local));
-            let shared2 = shared.clone();
-            std::thread::spawn(move || {
-                drop((a, b));
-                flush(&shared2);
-            })
-            .join()
-            .unwrap();
-            flush(&shared);
-            (ids.0.into_u64(), ids.1.into_u64(), ids.2.into_u64())
-        });
-        let records = records(&rx);
-        // Thread 0 created them; thread 1 dropped the last handles.
-        assert_eq!(closes(&records, with_fields), [1]);
-        // Elsewhere the callsite is not looked up: a close is recorded anyway.
-        assert_eq!(closes(&records, fieldless), [1]);
-        // Where it was created, a span without fields needs no close record.
-        assert!(closes(&records, local).is_empty());
-        assert_eq!(with_fields >> SEQ_BITS, 1);
-        assert_empty(&d, &shared);
-    }
-
-    #[test]
-    fn a_span_displaced_from_the_ring_is_still_found_and_then_forgotten() {
-        let (d, shared, rx) = rig();
-        let (old_id, elsewhere) = dispatcher::with_default(&d, || {
-            let old = info_span!("old", n = 1u64);
-            for _ in 0..RING + 10 {
-                info_span!("filler", n = 2u64).in_scope(|| ());
-            }
-            assert_eq!(sub(&d).overflow.lock().len(), 1, "`old` left the ring for the shared table");
-            old.in_scope(|| ());
-            let moved = old.clone();
-            let shared2 = shared.clone();
-            let elsewhere = std::thread::spawn(move || {
-                moved.in_scope(|| ());
-                flush(&shared2);
-            });
-            elsewhere.join().unwrap();
-            let id = old.id().unwrap().into_u64();
-            drop(old);
-            flush(&shared);
-            (id, 1)
-        });
-        let records = records(&rx);
-        let enters: Vec<_> = records.iter().filter(|r| r.1 == Kind::Enter && r.2 == old_id).collect();
-        assert_eq!(enters.len(), 2);
-        assert!(enters.iter().all(|r| r.3 == Some("old")), "{enters:?}");
-        assert!(enters.iter().any(|r| r.0 == elsewhere));
-        assert_eq!(closes(&records, old_id), [0]);
-        assert_empty(&d, &shared);
-    }
-
-    #[test]
-    fn closes_on_another_thread_racing_with_displacement_leave_nothing_behind() {
-        let (d, shared, _rx) = rig();
-        let (tx, spans) = std::sync::mpsc::sync_channel::<tracing::Span>(RING);
-        let closer = std::thread::spawn(move || {
-            for span in spans {
-                drop(span);
-            }
-        });
-        dispatcher::with_default(&d, || {
-            for i in 0..20_000u64 {
-                // Still open (queued for the closer) when newer spans need its entry.
-                let span = info_span!("queued", i);
-                if i % 3 == 0 {
-                    span.in_scope(|| ());
-                }
-                tx.send(span).unwrap();
-                if i % 64 == 0 {
-                    std::thread::yield_now();
-                }
-            }
-        });
-        drop(tx);
-        closer.join().unwrap();
-        assert_empty(&d, &shared);
-    }
-
-    #[test]
-    fn ids_carry_the_thread_and_count_up() {
-        let (d, shared, _rx) = rig();
-        let ids = |n: usize| {
-            let d = d.clone();
-            move || {
-                dispatcher::with_default(&d, || {
-                    (0..n).map(|_| info_span!("x").id().unwrap().into_u64()).collect()
-                })
-            }
-        };
-        let first: Vec<u64> = ids(3)();
-        let second: Vec<u64> = std::thread::spawn(ids(2)).join().unwrap();
-        let third: Vec<u64> = ids(1)();
-        assert_eq!(first, [(1 << SEQ_BITS) | 1, (1 << SEQ_BITS) | 2, (1 << SEQ_BITS) | 3]);
-        assert_eq!(second, [(2 << SEQ_BITS) | 1, (2 << SEQ_BITS) | 2]);
-        assert_eq!(third, [(1 << SEQ_BITS) | 4]);
-        assert_empty(&d, &shared);
     }
 }

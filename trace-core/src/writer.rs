@@ -1,95 +1,73 @@
-//! The writer thread: turns raw per-thread records into a well-formed event
-//! stream and feeds it to the sinks.
+//! The writer: puts every thread's records back in time order, applies each
+//! to its span whichever thread wrote it, and feeds the resulting event stream
+//! to the sinks.
+//!
+//! # Merging the threads
+//!
+//! Batches arrive one thread at a time, and a thread may hold a partial batch
+//! for as long as it likes. The writer keeps, for each thread, the batches it
+//! has and the stamp up to which it has all of that thread's records (the
+//! batch's `until`). A record is applied only once every thread is known up to
+//! its stamp; when a thread holds the merge back, the writer takes that
+//! thread's partial batch itself ([`ThreadBuf::steal`]), which also tells it
+//! that the thread stamped nothing else before that moment. So a span created
+//! on one thread, entered on a second and recorded on a third is seen in that
+//! order, and its fields reach every file.
+//!
+//! # Sinks
+//!
+//! Each sink's calls run under `catch_unwind`: a sink that panics is not
+//! called again, its file stays `.partial`, and the report names it; the other
+//! sinks go on.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 use tracing_core::Metadata;
 
+use crate::buffer::{Msg, Taken, Threads};
 use crate::clock::Anchors;
-use crate::event::{
-    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Resources, Site, Start, Tid, Value,
-};
-use crate::layer::{Batch, Kind, RawField, RawValue, Shared};
+use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site, Start, Tid};
+use crate::record::{raw_value, Batch, Kind, OwnedLane, OwnedValue, Raw};
 use crate::sink::{CheckedWriter, Sink};
-
-/// What travels from the capture's threads to the writer.
-pub(crate) enum Msg {
-    Batch {
-        thread: u32,
-        batch: Batch,
-    },
-    Lane(OwnedLane),
-    LaneReport(LaneReport),
-    Finish {
-        end_rel: u64,
-        resources: Resources,
-    },
-    /// Answered once everything sent before it has been processed.
-    Sync(Sender<()>),
-}
-
-/// An owned field value, kept by the writer while a span lives.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum OwnedValue {
-    I64(i64),
-    U64(u64),
-    F64(f64),
-    Bool(bool),
-    Str(String),
-}
-
-impl OwnedValue {
-    pub(crate) fn from_value(v: &Value<'_>) -> OwnedValue {
-        match *v {
-            Value::I64(v) => OwnedValue::I64(v),
-            Value::U64(v) => OwnedValue::U64(v),
-            Value::F64(v) => OwnedValue::F64(v),
-            Value::Bool(v) => OwnedValue::Bool(v),
-            Value::Str(s) => OwnedValue::Str(s.to_string()),
-        }
-    }
-
-    fn as_value(&self) -> Value<'_> {
-        match self {
-            OwnedValue::I64(v) => Value::I64(*v),
-            OwnedValue::U64(v) => Value::U64(*v),
-            OwnedValue::F64(v) => Value::F64(*v),
-            OwnedValue::Bool(v) => Value::Bool(*v),
-            OwnedValue::Str(s) => Value::Str(s),
-        }
-    }
-}
-
-pub(crate) struct OwnedLane {
-    pub lane: String,
-    pub track: u32,
-    pub begin_ns: u64,
-    pub end_ns: u64,
-    pub name: String,
-    pub fields: Vec<(String, OwnedValue)>,
-}
 
 /// One sink and the file it writes.
 pub(crate) struct SinkFile {
     pub sink: Box<dyn Sink>,
     pub out: CheckedWriter<BufWriter<File>>,
     pub path: PathBuf,
-    /// The first error the sink itself returned (its file is then incomplete).
+    /// The first error the sink itself returned, or its panic (its file is
+    /// then incomplete).
     pub error: Option<std::io::Error>,
 }
 
 impl SinkFile {
-    fn keep(&mut self, r: std::io::Result<()>) {
-        if let Err(e) = r {
-            self.error.get_or_insert(e);
+    /// Runs one call of the sink, keeping its error or its panic.
+    fn call(&mut self, f: impl FnOnce(&mut dyn Sink, &mut dyn Write) -> std::io::Result<()>) {
+        if self.error.is_some() {
+            return;
+        }
+        let (sink, out) = (&mut *self.sink, &mut self.out);
+        match panic::catch_unwind(AssertUnwindSafe(|| f(sink, out))) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => self.error = Some(e),
+            Err(payload) => {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".to_string());
+                self.error =
+                    Some(std::io::Error::other(format!("the {} sink panicked: {what}", self.sink.name())));
+            }
         }
     }
 }
@@ -97,13 +75,11 @@ impl SinkFile {
 /// Gives `event` to every sink that has not failed yet.
 fn feed(sinks: &mut [SinkFile], event: &Event<'_>) {
     for s in sinks {
-        if s.error.is_none() {
-            let r = s.sink.event(event, &mut s.out);
-            s.keep(r);
-        }
+        s.call(|sink, out| sink.event(event, out));
     }
 }
 
+/// What the capture's start tells the sinks, owned until the writer runs.
 pub(crate) struct StartOwned {
     pub command: String,
     pub stem: String,
@@ -113,72 +89,12 @@ pub(crate) struct StartOwned {
     pub filter: String,
 }
 
-struct Open {
-    id: u64,
-    begin_ts: u64,
-    meta: &'static Metadata<'static>,
-    recorded: Vec<(&'static str, OwnedValue)>,
-}
+type OwnedFields = Vec<(&'static str, OwnedValue)>;
 
-struct ThreadState {
-    tid: Tid,
-    stack: Vec<Open>,
-    /// The latest time given to this thread's records: a thread's times never
-    /// go back, even where two counter reads ran out of order.
-    last_ns: u64,
-}
-
-fn raw_value<'b>(batch: &'b Batch, v: &RawValue) -> Value<'b> {
-    match *v {
-        RawValue::I64(v) => Value::I64(v),
-        RawValue::U64(v) => Value::U64(v),
-        RawValue::F64(v) => Value::F64(v),
-        RawValue::Bool(v) => Value::Bool(v),
-        RawValue::Str { start, len } => Value::Str(batch.str_of(start, len)),
-    }
-}
-
-/// Fields borrowed for one event; up to `INLINE` of them without touching the heap.
-struct FieldBuf<'a> {
-    inline: [Field<'a>; INLINE],
-    len: usize,
-    spill: Vec<Field<'a>>,
-}
-
-const INLINE: usize = 6;
-const NO_FIELD: Field<'static> = Field { name: "", value: Value::Bool(false) };
-
-impl<'a> FieldBuf<'a> {
-    #[inline]
-    fn new(iter: impl ExactSizeIterator<Item = Field<'a>>) -> Self {
-        let mut buf = FieldBuf { inline: [NO_FIELD; INLINE], len: 0, spill: Vec::new() };
-        if iter.len() == 0 {
-            return buf;
-        }
-        if iter.len() > INLINE {
-            buf.spill = iter.collect();
-        } else {
-            for f in iter {
-                buf.inline[buf.len] = f;
-                buf.len += 1;
-            }
-        }
-        buf
-    }
-
-    fn owned(fields: Option<&'a Vec<(&'static str, OwnedValue)>>) -> Self {
-        match fields {
-            Some(f) => Self::new(f.iter().map(|(name, v)| Field { name, value: v.as_value() })),
-            None => Self::new(std::iter::empty()),
-        }
-    }
-
-    fn as_slice(&self) -> &[Field<'a>] {
-        if self.spill.is_empty() {
-            &self.inline[..self.len]
-        } else {
-            &self.spill
-        }
+fn set_field(fields: &mut OwnedFields, name: &'static str, value: OwnedValue) {
+    match fields.iter_mut().find(|(n, _)| *n == name) {
+        Some(slot) => slot.1 = value,
+        None => fields.push((name, value)),
     }
 }
 
@@ -201,34 +117,356 @@ impl std::hash::Hasher for IdHasher {
 }
 
 type IdMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
-type OwnedFields = Vec<(&'static str, OwnedValue)>;
 
-fn set_field(fields: &mut Vec<(&'static str, OwnedValue)>, name: &'static str, value: OwnedValue) {
-    match fields.iter_mut().find(|(n, _)| *n == name) {
-        Some(slot) => slot.1 = value,
-        None => fields.push((name, value)),
+/// Fields borrowed for one event; up to `INLINE` of them without touching the heap.
+struct FieldBuf<'a> {
+    inline: [Field<'a>; INLINE],
+    len: usize,
+    spill: Vec<Field<'a>>,
+}
+
+const INLINE: usize = 6;
+const NO_FIELD: Field<'static> = Field { name: "", value: crate::event::Value::Bool(false) };
+
+impl<'a> FieldBuf<'a> {
+    #[inline]
+    fn new(iter: impl ExactSizeIterator<Item = Field<'a>>) -> Self {
+        let mut buf = FieldBuf { inline: [NO_FIELD; INLINE], len: 0, spill: Vec::new() };
+        if iter.len() > INLINE {
+            buf.spill = iter.collect();
+        } else {
+            for f in iter {
+                buf.inline[buf.len] = f;
+                buf.len += 1;
+            }
+        }
+        buf
+    }
+
+    fn owned(fields: Option<&'a OwnedFields>) -> Self {
+        match fields {
+            Some(f) => Self::new(f.iter().map(|(name, v)| Field { name, value: v.as_value() })),
+            None => Self::new(std::iter::empty()),
+        }
+    }
+
+    fn as_slice(&self) -> &[Field<'a>] {
+        if self.spill.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.spill
+        }
     }
 }
 
-struct Writer {
-    shared: Arc<Shared>,
+/// A slice open on a thread.
+struct Open {
+    id: u64,
+    begin_ts: u64,
+    meta: &'static Metadata<'static>,
+    recorded: OwnedFields,
+}
+
+/// What arrived from one thread, in its order.
+enum Item {
+    Records {
+        batch: Batch,
+        next: usize,
+        bytes: usize,
+    },
+    /// Records lost from the stamp `from` on (a dropped batch).
+    Gap {
+        from: u64,
+    },
+}
+
+impl Item {
+    /// The stamp and kind of the item's next record.
+    fn head(&self) -> (u64, Kind) {
+        match self {
+            Item::Records { batch, next, .. } => {
+                let r = &batch.raws[*next];
+                (r.ts, r.kind)
+            }
+            Item::Gap { from } => (*from, Kind::NewSpan),
+        }
+    }
+}
+
+/// What arrived out of order, kept until the batches before it are in.
+enum Arrival {
+    Records { batch: Batch, until: u64, bytes: usize },
+    Gap { from: u64, until: u64 },
+    Mark { until: u64 },
+}
+
+/// The writer's state for one of the capture's threads.
+struct Lane {
+    tid: Tid,
+    stack: Vec<Open>,
+    /// The latest time given to this thread's records: a thread's times never
+    /// go back, even where two counter reads ran out of order.
+    last_ns: u64,
+    queue: VecDeque<Item>,
+    /// The sequence number of the next batch to take in.
+    next_seq: u64,
+    waiting: BTreeMap<u64, Arrival>,
+    /// Every record of this thread stamped before this is in `queue` or applied.
+    known_until: u64,
+    /// Where a dropped batch began, while spans opened before it may have
+    /// lost their ends in it.
+    gap_from: Option<u64>,
+}
+
+/// A span's fields, from its creation and later records, while it lives.
+type Spans = IdMap<OwnedFields>;
+
+pub(crate) struct Writer {
+    threads: Arc<Threads>,
     sinks: Vec<SinkFile>,
-    threads: Vec<Option<ThreadState>>,
-    span_fields: IdMap<OwnedFields>,
+    lanes: Vec<Option<Lane>>,
+    spans: Spans,
     /// Emptied field lists, reused for the next spans.
     spare: Vec<OwnedFields>,
     recycle: Sender<Batch>,
     /// The tick conversion, when records carry ticks.
     anchors: Option<Anchors>,
+    /// Spans still open at the finish.
+    unclosed: u64,
+}
+
+/// What the writer hands back at the end.
+pub(crate) struct Outcome {
+    pub files: Vec<FileStatus>,
+    pub unclosed_spans: u64,
 }
 
 impl Writer {
+    /// A writer whose sinks have started.
+    fn start(threads: Arc<Threads>, p: Pending) -> Writer {
+        let Pending { rx: _, recycle, mut sinks, start } = p;
+        let info = Start {
+            command: &start.command,
+            stem: &start.stem,
+            pid: start.pid,
+            start_unix_ms: start.start_unix_ms,
+            start_ns: threads.stamps.base_mono_ns,
+            startup_us: start.startup_us,
+            filter: &start.filter,
+        };
+        for s in &mut sinks {
+            s.call(|sink, out| sink.start(&info, out));
+        }
+        let anchors = threads.stamps.ticks.then(|| Anchors::new(threads.stamps.first_anchor));
+        Writer {
+            threads,
+            sinks,
+            lanes: Vec::new(),
+            spans: IdMap::default(),
+            spare: Vec::new(),
+            recycle,
+            anchors,
+            unclosed: 0,
+        }
+    }
+
     fn emit(&mut self, event: &Event<'_>) {
         feed(&mut self.sinks, event);
     }
 
-    fn abs(&self, rel: u64) -> u64 {
-        self.shared.base_mono_ns + rel
+    /// The writer's state for thread `index`, named to the sinks on first use.
+    fn lane(&mut self, index: u32) -> &mut Lane {
+        let i = index as usize;
+        if self.lanes.len() <= i {
+            self.lanes.resize_with(i + 1, || None);
+        }
+        if self.lanes[i].is_none() {
+            let (tid, name, registered) = {
+                let list = self.threads.list.lock();
+                let b = &list[i];
+                (b.tid, b.name.clone(), b.registered)
+            };
+            feed(&mut self.sinks, &Event::ThreadName { thread: tid, name: &name });
+            self.lanes[i] = Some(Lane {
+                tid,
+                stack: Vec::new(),
+                last_ns: 0,
+                queue: VecDeque::new(),
+                next_seq: 0,
+                waiting: BTreeMap::new(),
+                known_until: registered,
+                gap_from: None,
+            });
+        }
+        self.lanes[i].as_mut().expect("created above")
+    }
+
+    /// Takes in what arrived from thread `index` as its batch number `seq`.
+    fn arrive(&mut self, index: u32, seq: u64, arrival: Arrival) {
+        let _ = self.lane(index);
+        let Some(lane) = self.lanes[index as usize].as_mut() else { return };
+        if seq != lane.next_seq {
+            lane.waiting.insert(seq, arrival);
+            return;
+        }
+        let mut next = Some(arrival);
+        while let Some(a) = next {
+            lane.next_seq += 1;
+            let until = match a {
+                Arrival::Records { mut batch, until, bytes } => {
+                    if batch.raws.is_empty() {
+                        batch.clear();
+                        let _ = self.recycle.try_send(batch);
+                        self.threads.handoff.released(bytes);
+                    } else {
+                        lane.queue.push_back(Item::Records { batch, next: 0, bytes });
+                    }
+                    until
+                }
+                Arrival::Gap { from, until } => {
+                    lane.queue.push_back(Item::Gap { from });
+                    until
+                }
+                Arrival::Mark { until } => until,
+            };
+            lane.known_until = lane.known_until.max(until);
+            next = lane.waiting.remove(&lane.next_seq);
+        }
+    }
+
+    fn taken(&mut self, index: u32, taken: Taken) {
+        let arrival = match taken.batch {
+            Some(batch) => Arrival::Records { batch, until: taken.until, bytes: 0 },
+            None => Arrival::Mark { until: taken.until },
+        };
+        self.arrive(index, taken.seq, arrival);
+    }
+
+    /// The stamp up to which every thread's records are known: the least
+    /// `known_until` of the threads the writer has heard from, and the
+    /// registration of those it has not.
+    fn watermark(&self) -> u64 {
+        let list = self.threads.list.lock();
+        list.iter()
+            .map(|b| match self.lanes.get(b.index as usize).and_then(Option::as_ref) {
+                Some(lane) => lane.known_until,
+                None => b.registered,
+            })
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Applies every record that can be put in order now; if a thread holds
+    /// the merge back, takes its partial batch and tries again.
+    fn advance(&mut self) {
+        self.drain(self.watermark());
+        let Some(head) = self.least_head() else { return };
+        // The threads that hold the merge back and have nothing in flight.
+        let behind: Vec<u32> = {
+            let list = self.threads.list.lock();
+            list.iter()
+                .filter(|b| match self.lanes.get(b.index as usize).and_then(Option::as_ref) {
+                    Some(lane) => lane.known_until < head && lane.waiting.is_empty(),
+                    None => b.registered < head,
+                })
+                .map(|b| b.index)
+                .collect()
+        };
+        if behind.is_empty() {
+            return;
+        }
+        for index in behind {
+            let buf = self.threads.list.lock().get(index as usize).cloned();
+            let Some(buf) = buf else { continue };
+            let handoff = &self.threads.handoff;
+            if let Some(taken) = buf.steal(&self.threads.stamps, || handoff.fresh_batch()) {
+                self.taken(index, taken);
+            }
+        }
+        // Everything taken was stamped before this reading.
+        if let Some(anchors) = self.anchors.as_mut() {
+            anchors.push_now();
+        }
+        self.drain(self.watermark());
+    }
+
+    /// The least stamp of any thread's next record.
+    fn least_head(&self) -> Option<u64> {
+        self.lanes.iter().flatten().filter_map(|l| l.queue.front()).map(|i| i.head().0).min()
+    }
+
+    /// Applies, in order of their stamps, every record stamped up to `limit`.
+    fn drain(&mut self, limit: u64) {
+        loop {
+            // The thread with the earliest next record, and the earliest next
+            // record of any other thread: this thread's records up to that one
+            // go first.
+            let mut best: Option<(usize, (u64, Kind))> = None;
+            let mut second: Option<(u64, Kind)> = None;
+            for (i, lane) in self.lanes.iter().enumerate() {
+                let Some(head) = lane.as_ref().and_then(|l| l.queue.front()).map(Item::head) else {
+                    continue;
+                };
+                match best {
+                    Some((_, b)) if head >= b => second = Some(second.map_or(head, |s| s.min(head))),
+                    _ => {
+                        if let Some((_, b)) = best {
+                            second = Some(second.map_or(b, |s| s.min(b)));
+                        }
+                        best = Some((i, head));
+                    }
+                }
+            }
+            let Some((i, head)) = best else { return };
+            if head.0 > limit {
+                return;
+            }
+            let bound = match second {
+                Some(s) if s.0 <= limit => s,
+                _ => (limit, Kind::Close),
+            };
+            self.run_lane(i, bound);
+        }
+    }
+
+    /// Applies thread `i`'s records while they come at or before `bound`.
+    fn run_lane(&mut self, i: usize, bound: (u64, Kind)) {
+        loop {
+            let Some(item) = self.lanes[i].as_mut().and_then(|l| l.queue.pop_front()) else { return };
+            match item {
+                Item::Gap { from } => {
+                    let Some(lane) = self.lanes[i].as_mut() else { return };
+                    if (from, Kind::NewSpan) > bound {
+                        lane.queue.push_front(Item::Gap { from });
+                        return;
+                    }
+                    if !lane.stack.is_empty() {
+                        lane.gap_from = Some(from);
+                    }
+                }
+                Item::Records { batch, mut next, bytes } => {
+                    // Out of its lane while it is applied, so that a record can
+                    // reach every lane's slices.
+                    while let Some(raw) = batch.raws.get(next).copied() {
+                        if (raw.ts, raw.kind) > bound {
+                            break;
+                        }
+                        self.apply(i, &batch, &raw);
+                        next += 1;
+                    }
+                    if next < batch.raws.len() {
+                        if let Some(lane) = self.lanes[i].as_mut() {
+                            lane.queue.push_front(Item::Records { batch, next, bytes });
+                        }
+                        return;
+                    }
+                    let mut batch = batch;
+                    batch.clear();
+                    let _ = self.recycle.try_send(batch);
+                    self.threads.handoff.released(bytes);
+                }
+            }
+        }
     }
 
     /// The monotonic time of a record of thread `i` stamped `stamp`.
@@ -236,37 +474,19 @@ impl Writer {
     fn time(&mut self, i: usize, stamp: u64) -> u64 {
         let ns = match &self.anchors {
             Some(anchors) => anchors.ns(stamp),
-            None => self.shared.base_mono_ns + stamp,
+            None => self.threads.stamps.base_mono_ns + stamp,
         };
-        match self.threads[i].as_mut() {
-            Some(t) => {
-                t.last_ns = t.last_ns.max(ns);
-                t.last_ns
+        match self.lanes[i].as_mut() {
+            Some(l) => {
+                l.last_ns = l.last_ns.max(ns);
+                l.last_ns
             }
             None => ns,
         }
     }
 
-    fn thread(&mut self, index: u32) -> Tid {
-        let i = index as usize;
-        if self.threads.len() <= i {
-            self.threads.resize_with(i + 1, || None);
-        }
-        if let Some(t) = &self.threads[i] {
-            return t.tid;
-        }
-        let (tid, name) = {
-            let threads = self.shared.threads.lock();
-            let b = &threads[i];
-            (b.tid, b.name.clone())
-        };
-        self.threads[i] = Some(ThreadState { tid, stack: Vec::new(), last_ns: 0 });
-        self.emit(&Event::ThreadName { thread: tid, name: &name });
-        tid
-    }
-
     fn end_slice(&mut self, tid: Tid, open: Open, ts: u64, unclosed: bool) {
-        let all = FieldBuf::owned(self.span_fields.get(&open.id));
+        let all = FieldBuf::owned(self.spans.get(&open.id));
         let recorded = FieldBuf::owned(Some(&open.recorded));
         let event = Event::SpanEnd {
             thread: tid,
@@ -278,105 +498,105 @@ impl Writer {
             unclosed,
         };
         feed(&mut self.sinks, &event);
+        let mut recorded = open.recorded;
+        if self.spare.len() < 1024 && recorded.capacity() > 0 {
+            recorded.clear();
+            self.spare.push(recorded);
+        }
     }
 
-    fn batch(&mut self, index: u32, batch: Batch) {
-        // Every record of the batch was stamped before this reading.
-        if let Some(anchors) = self.anchors.as_mut() {
-            anchors.push_now();
-        }
-        let tid = self.thread(index);
-        let i = index as usize;
-        for raw in &batch.raws {
-            let raw_fields: &[RawField] =
-                &batch.values[raw.fields_start as usize..(raw.fields_start + raw.fields_len) as usize];
-            match raw.kind {
-                Kind::NewSpan => {
-                    if raw_fields.is_empty() {
-                        continue;
+    /// Applies one record of thread `i`.
+    fn apply(&mut self, i: usize, batch: &Batch, raw: &Raw) {
+        let raw_fields = batch.fields(raw);
+        match raw.kind {
+            Kind::NewSpan => {
+                // Created with no value yet (every field `Empty`), it still gets
+                // an entry for the values recorded later.
+                let mut owned = self.spare.pop().unwrap_or_default();
+                owned.extend(raw_fields.iter().map(|f| (f.name, OwnedValue::from_raw(batch, &f.value))));
+                if let Some(mut old) = self.spans.insert(raw.id, owned) {
+                    old.clear();
+                    self.spare.push(old);
+                }
+            }
+            Kind::Record => {
+                // No entry: the span's close came first (or its creation was
+                // lost); there is no slice left to carry the values.
+                let Some(entry) = self.spans.get_mut(&raw.id) else { return };
+                for f in raw_fields {
+                    set_field(entry, f.name, OwnedValue::from_raw(batch, &f.value));
+                }
+                // A span may be open on any thread; its slices there get the values too.
+                for lane in self.lanes.iter_mut().flatten() {
+                    for open in lane.stack.iter_mut().filter(|o| o.id == raw.id) {
+                        for f in raw_fields {
+                            set_field(&mut open.recorded, f.name, OwnedValue::from_raw(batch, &f.value));
+                        }
                     }
-                    let mut owned = self.spare.pop().unwrap_or_default();
-                    owned.extend(
-                        raw_fields
-                            .iter()
-                            .map(|f| (f.name, OwnedValue::from_value(&raw_value(&batch, &f.value)))),
-                    );
-                    if let Some(mut old) = self.span_fields.insert(raw.id, owned) {
+                }
+            }
+            Kind::Enter => {
+                let Some(meta) = raw.meta else { return };
+                let ts = self.time(i, raw.ts);
+                let Some(lane) = self.lanes[i].as_ref() else { return };
+                let tid = lane.tid;
+                let fields = FieldBuf::owned(self.spans.get(&raw.id));
+                let event =
+                    Event::SpanBegin { thread: tid, ts, site: Site::of(meta), fields: fields.as_slice() };
+                feed(&mut self.sinks, &event);
+                let recorded = self.spare.pop().unwrap_or_default();
+                if let Some(lane) = self.lanes[i].as_mut() {
+                    lane.stack.push(Open { id: raw.id, begin_ts: ts, meta, recorded });
+                }
+            }
+            Kind::Exit => {
+                let ts = self.time(i, raw.ts);
+                let Some(lane) = self.lanes[i].as_mut() else { return };
+                let tid = lane.tid;
+                // An exit whose enter was dropped matches nothing: skip it.
+                let Some(pos) = lane.stack.iter().rposition(|o| o.id == raw.id) else { return };
+                // Spans above the match lost their exits with a dropped batch:
+                // end them where the loss began, not here.
+                let gap_ns = lane.gap_from.map(|from| match &self.anchors {
+                    Some(a) => a.ns(from),
+                    None => self.threads.stamps.base_mono_ns + from,
+                });
+                let above: Vec<Open> = lane.stack.drain(pos + 1..).rev().collect();
+                let own = lane.stack.pop();
+                if lane.stack.is_empty() {
+                    lane.gap_from = None;
+                }
+                for open in above {
+                    let end = gap_ns.map_or(ts, |g| g.clamp(open.begin_ts, ts));
+                    self.end_slice(tid, open, end, true);
+                }
+                if let Some(own) = own {
+                    self.end_slice(tid, own, ts, false);
+                }
+            }
+            Kind::Close => {
+                if let Some(mut old) = self.spans.remove(&raw.id) {
+                    if self.spare.len() < 1024 {
                         old.clear();
                         self.spare.push(old);
                     }
                 }
-                Kind::Record => {
-                    let entry = self.span_fields.entry(raw.id).or_default();
-                    for f in raw_fields {
-                        set_field(entry, f.name, OwnedValue::from_value(&raw_value(&batch, &f.value)));
-                    }
-                    // A span may be open on any thread; its slices there get the late values too.
-                    for t in self.threads.iter_mut().flatten() {
-                        for open in t.stack.iter_mut().filter(|o| o.id == raw.id) {
-                            for f in raw_fields {
-                                set_field(
-                                    &mut open.recorded,
-                                    f.name,
-                                    OwnedValue::from_value(&raw_value(&batch, &f.value)),
-                                );
-                            }
-                        }
-                    }
-                }
-                Kind::Enter => {
-                    let Some(meta) = raw.meta else { continue };
-                    let ts = self.time(i, raw.ts);
-                    let fields = FieldBuf::owned(self.span_fields.get(&raw.id));
-                    let event =
-                        Event::SpanBegin { thread: tid, ts, site: Site::of(meta), fields: fields.as_slice() };
-                    feed(&mut self.sinks, &event);
-                    if let Some(t) = self.threads[i].as_mut() {
-                        t.stack.push(Open { id: raw.id, begin_ts: ts, meta, recorded: Vec::new() });
-                    }
-                }
-                Kind::Exit => {
-                    let ts = self.time(i, raw.ts);
-                    let Some(t) = self.threads[i].as_mut() else { continue };
-                    // An exit whose enter was dropped matches nothing: skip it. Spans
-                    // above the match lost their exits with a dropped batch: close them here.
-                    let Some(pos) = t.stack.iter().rposition(|o| o.id == raw.id) else { continue };
-                    let lost_ends = t.stack.len() - 1 - pos;
-                    for _ in 0..lost_ends {
-                        if let Some(open) = self.threads[i].as_mut().and_then(|t| t.stack.pop()) {
-                            self.end_slice(tid, open, ts, true);
-                        }
-                    }
-                    if let Some(own) = self.threads[i].as_mut().and_then(|t| t.stack.pop()) {
-                        self.end_slice(tid, own, ts, false);
-                    }
-                }
-                Kind::Close => {
-                    if let Some(mut old) = self.span_fields.remove(&raw.id) {
-                        if self.spare.len() < 1024 {
-                            old.clear();
-                            self.spare.push(old);
-                        }
-                    }
-                }
-                Kind::Event => {
-                    let Some(meta) = raw.meta else { continue };
-                    let fields: Vec<Field<'_>> = raw_fields
-                        .iter()
-                        .map(|f| Field { name: f.name, value: raw_value(&batch, &f.value) })
-                        .collect();
-                    let ts = self.time(i, raw.ts);
-                    let event = Event::Instant { thread: tid, ts, site: Site::of(meta), fields: &fields };
-                    feed(&mut self.sinks, &event);
-                }
+            }
+            Kind::Event => {
+                let Some(meta) = raw.meta else { return };
+                let fields = FieldBuf::new(
+                    raw_fields.iter().map(|f| Field { name: f.name, value: raw_value(batch, &f.value) }),
+                );
+                let ts = self.time(i, raw.ts);
+                let Some(tid) = self.lanes[i].as_ref().map(|l| l.tid) else { return };
+                let event =
+                    Event::Instant { thread: tid, ts, site: Site::of(meta), fields: fields.as_slice() };
+                feed(&mut self.sinks, &event);
             }
         }
-        let mut batch = batch;
-        batch.clear();
-        let _ = self.recycle.try_send(batch);
     }
 
-    fn lane(&mut self, lane: OwnedLane) {
+    fn lane_slice(&mut self, lane: OwnedLane) {
         let fields: Vec<Field<'_>> =
             lane.fields.iter().map(|(n, v)| Field { name: n, value: v.as_value() }).collect();
         self.emit(&Event::Lane(LaneSlice {
@@ -389,63 +609,78 @@ impl Writer {
         }));
     }
 
+    /// Handles one message; returns the finish's figures when it is the finish.
     fn handle(&mut self, msg: Msg) -> Option<(u64, Resources)> {
         match msg {
-            Msg::Batch { thread, batch } => self.batch(thread, batch),
-            Msg::Lane(lane) => self.lane(lane),
+            Msg::Batch { thread, seq, until, batch, bytes } => {
+                // Every record of the batch was stamped before this reading.
+                if let Some(anchors) = self.anchors.as_mut() {
+                    anchors.push_now();
+                }
+                self.arrive(thread, seq, Arrival::Records { batch, until, bytes });
+                self.advance();
+            }
+            Msg::Gap { thread, seq, from, until } => {
+                self.arrive(thread, seq, Arrival::Gap { from, until });
+            }
+            Msg::Lane(lane) => self.lane_slice(lane),
             Msg::LaneReport(report) => self.emit(&Event::LaneReport(&report)),
             Msg::Finish { end_rel, resources } => return Some((end_rel, resources)),
             Msg::Sync(done) => {
+                self.advance();
                 let _ = done.send(());
             }
         }
         None
     }
 
-    fn finish(mut self, rx: &Receiver<Msg>, end_rel: u64, resources: Resources) -> Vec<FileStatus> {
-        // Close every thread's buffer, then drain what was sent before the close,
-        // then the buffers' remainders: each thread's records stay in order.
-        let remainders: Vec<(u32, Batch)> = {
-            let threads = self.shared.threads.lock();
-            self.shared.closed.store(true, Ordering::Release);
-            threads
-                .iter()
-                .map(|b| {
-                    let mut local = b.claim();
-                    local.closed = true;
-                    b.closed.store(true, Ordering::Relaxed);
-                    (b.index, std::mem::take(&mut local.batch))
-                })
-                .collect()
+    fn finish(mut self, rx: &Receiver<Msg>, end_rel: u64, resources: Resources) -> Outcome {
+        // Close every thread's buffer, then take in what was sent before the
+        // close, then the buffers' remainders.
+        let remainders: Vec<(u32, Taken)> = {
+            let list = self.threads.list.lock();
+            self.threads.handoff.closed.store(true, Ordering::Release);
+            list.iter().map(|b| (b.index, b.close())).collect()
         };
+        if let Some(anchors) = self.anchors.as_mut() {
+            anchors.push_now();
+        }
         while let Ok(msg) = rx.try_recv() {
-            let _ = self.handle(msg);
+            match msg {
+                Msg::Batch { thread, seq, until, batch, bytes } => {
+                    self.arrive(thread, seq, Arrival::Records { batch, until, bytes })
+                }
+                other => {
+                    let _ = self.handle(other);
+                }
+            }
         }
-        for (index, batch) in remainders {
-            self.batch(index, batch);
+        for (index, taken) in remainders {
+            self.taken(index, taken);
         }
+        self.drain(u64::MAX);
         // No record's time is after the end, whichever clock stamped it.
-        let last = self.threads.iter().flatten().map(|t| t.last_ns).max().unwrap_or(0);
-        let end_ns = self.abs(end_rel).max(last);
-        for i in 0..self.threads.len() {
-            let Some(t) = self.threads[i].as_mut() else { continue };
-            let tid = t.tid;
-            let open: Vec<Open> = t.stack.drain(..).rev().collect();
+        let last = self.lanes.iter().flatten().map(|l| l.last_ns).max().unwrap_or(0);
+        let end_ns = (self.threads.stamps.base_mono_ns + end_rel).max(last);
+        for i in 0..self.lanes.len() {
+            let Some(lane) = self.lanes[i].as_mut() else { continue };
+            let tid = lane.tid;
+            let open: Vec<Open> = lane.stack.drain(..).rev().collect();
             for o in open {
+                self.unclosed += 1;
                 self.end_slice(tid, o, end_ns, true);
             }
         }
-        let dropped = self.shared.dropped.load(Ordering::Relaxed);
+        let dropped = self.threads.handoff.dropped.load(Ordering::Relaxed);
+        let unclosed_spans = self.unclosed;
         let mut files: Vec<FileStatus> = Vec::with_capacity(self.sinks.len());
         for mut s in std::mem::take(&mut self.sinks) {
-            let finish = Finish { end_ns, dropped_records: dropped, files: &files, resources };
-            if s.error.is_none() {
-                let r = s.sink.finish(&finish, &mut s.out);
-                s.keep(r);
-            }
+            let finish =
+                Finish { end_ns, dropped_records: dropped, unclosed_spans, files: &files, resources };
+            s.call(|sink, out| sink.finish(&finish, out));
             let _ = s.out.flush();
             let (_file, out_err) = s.out.into_parts();
-            let err = out_err.or(s.error);
+            let err = s.error.or(out_err);
             files.push(FileStatus {
                 sink: s.sink.name().to_string(),
                 path: s.path,
@@ -453,7 +688,7 @@ impl Writer {
                 error: err.map(|e| e.to_string()),
             });
         }
-        files
+        Outcome { files, unclosed_spans }
     }
 }
 
@@ -465,48 +700,46 @@ pub(crate) struct Pending {
     pub start: StartOwned,
 }
 
-/// The writer, started on the first message sent to it.
+/// The writer, started on the first batch handed over.
 ///
 /// A short command (a few hundred records on each thread) never fills a batch,
 /// so nothing is sent before the capture finishes: its records are then turned
 /// into events on the finishing thread, which saves the thread's start and
 /// exit (about 55 µs, a third of a short capture's fixed cost). Otherwise the
 /// first thread to hand a batch over starts the writer thread. If the thread
-/// cannot be started, the messages wait in the channel (and are dropped and
-/// counted once it is full) and the finish processes them.
-#[derive(Default)]
+/// cannot be started, the batches wait in the channel (up to the memory
+/// budget; past it they are dropped and counted) and the finish processes them.
 pub(crate) struct WriterCell {
     started: AtomicBool,
     /// What the writer runs with; taken by the writer thread or by the finish.
     pending: Arc<Mutex<Option<Pending>>>,
-    thread: Mutex<Option<JoinHandle<Option<Vec<FileStatus>>>>>,
-    /// The capture's state, for the writer thread.
-    shared: Weak<Shared>,
+    thread: Mutex<Option<JoinHandle<Option<Outcome>>>>,
+    threads: Arc<Threads>,
 }
 
 /// How the writer ended, for the finish.
 pub(crate) enum Ended {
     /// The writer thread is running: send it the finish and join it.
-    Thread(JoinHandle<Option<Vec<FileStatus>>>),
+    Thread(JoinHandle<Option<Outcome>>),
     /// It never started: run it here.
     Inline(Pending),
-    /// Already finished, or never had anything to write.
+    /// Already finished.
     Gone,
 }
 
 impl WriterCell {
-    /// A writer for `shared`'s capture that will run with `pending`.
-    pub(crate) fn new(shared: Weak<Shared>, pending: Pending) -> WriterCell {
+    /// A writer for `threads`' capture that will run with `pending`.
+    pub(crate) fn new(threads: Arc<Threads>, pending: Pending) -> WriterCell {
         WriterCell {
             started: AtomicBool::new(false),
             pending: Arc::new(Mutex::new(Some(pending))),
             thread: Mutex::new(None),
-            shared,
+            threads,
         }
     }
 
     /// Starts the writer thread unless it has started (or the capture has
-    /// finished). Called before anything is sent to the writer.
+    /// finished). True when it runs.
     #[inline]
     pub(crate) fn ensure_started(&self) -> bool {
         if !self.started.load(Ordering::Acquire) {
@@ -522,12 +755,12 @@ impl WriterCell {
         if self.started.load(Ordering::Acquire) || self.pending.lock().is_none() {
             return;
         }
-        let Some(shared) = self.shared.upgrade() else { return };
         #[cfg(test)]
         if tests::REFUSE_SPAWN.get() {
             return;
         }
         let pending = self.pending.clone();
+        let threads = self.threads.clone();
         let spawned = std::thread::Builder::new()
             .name("trace-writer".into())
             // Room for a sink's compressor tables, which an unoptimised build
@@ -536,10 +769,10 @@ impl WriterCell {
             .stack_size(1024 * 1024)
             .spawn(move || {
                 let p = pending.lock().take()?;
-                Some(run(shared, p))
+                Some(run(threads, p))
             });
-        // On failure the pending writer stays here: the next send tries again,
-        // and the finish runs it if none succeeds.
+        // On failure the pending writer stays here: the next hand-over tries
+        // again, and the finish runs it if none succeeds.
         if let Ok(handle) = spawned {
             *thread = Some(handle);
             self.started.store(true, Ordering::Release);
@@ -567,21 +800,16 @@ impl WriterCell {
 
 /// Runs a writer that never started on the calling thread, from its sinks'
 /// start to their finish, after every thread's records are in.
-pub(crate) fn run_inline(
-    shared: Arc<Shared>,
-    p: Pending,
-    end_rel: u64,
-    resources: Resources,
-) -> Vec<FileStatus> {
+pub(crate) fn run_inline(threads: Arc<Threads>, p: Pending, end_rel: u64, resources: Resources) -> Outcome {
     let rx = p.rx.clone();
-    let w = Writer::start(shared, p);
+    let w = Writer::start(threads, p);
     w.finish(&rx, end_rel, resources)
 }
 
-/// The writer thread's body. Returns the fate of each sink's file.
-pub(crate) fn run(shared: Arc<Shared>, p: Pending) -> Vec<FileStatus> {
+/// The writer thread's body.
+fn run(threads: Arc<Threads>, p: Pending) -> Outcome {
     let rx = p.rx.clone();
-    let mut w = Writer::start(shared, p);
+    let mut w = Writer::start(threads, p);
     let (end_rel, resources) = loop {
         match rx.recv() {
             Ok(msg) => {
@@ -590,124 +818,18 @@ pub(crate) fn run(shared: Arc<Shared>, p: Pending) -> Vec<FileStatus> {
                 }
             }
             // Every sender is gone without a finish: end at the last moment we know.
-            Err(_) => break (w.shared.rel_now(), Resources::default()),
+            Err(_) => break (w.threads.stamps.rel_now(), Resources::default()),
         }
     };
     w.finish(&rx, end_rel, resources)
 }
 
-impl Writer {
-    /// A writer whose sinks have started.
-    fn start(shared: Arc<Shared>, p: Pending) -> Writer {
-        let Pending { rx: _, recycle, mut sinks, start } = p;
-        let info = Start {
-            command: &start.command,
-            stem: &start.stem,
-            pid: start.pid,
-            start_unix_ms: start.start_unix_ms,
-            start_ns: shared.base_mono_ns,
-            startup_us: start.startup_us,
-            filter: &start.filter,
-        };
-        for s in &mut sinks {
-            let r = s.sink.start(&info, &mut s.out);
-            s.keep(r);
-        }
-        let anchors = shared.ticks.then(|| Anchors::new(shared.first_anchor));
-        Writer {
-            shared,
-            sinks,
-            threads: Vec::new(),
-            span_fields: IdMap::default(),
-            spare: Vec::new(),
-            recycle,
-            anchors,
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::cell::Cell;
-    use std::io::{self, Write};
-    use std::sync::atomic::AtomicU64;
-
-    use super::*;
-    use crate::{Config, Event, Finish, LaneSlice, Session, Sink};
 
     thread_local! {
         /// Makes the writer thread fail to start when this thread starts it.
         pub(crate) static REFUSE_SPAWN: Cell<bool> = const { Cell::new(false) };
-    }
-
-    /// Counts span ends and lane slices.
-    struct Count(Arc<AtomicU64>, Arc<AtomicU64>);
-
-    impl Sink for Count {
-        fn name(&self) -> &'static str {
-            "count"
-        }
-        fn suffix(&self) -> &'static str {
-            "count.txt"
-        }
-        fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
-            match event {
-                Event::SpanEnd { .. } => self.0.fetch_add(1, Ordering::Relaxed),
-                Event::Lane(_) => self.1.fetch_add(1, Ordering::Relaxed),
-                _ => 0,
-            };
-            Ok(())
-        }
-        fn finish(&mut self, _end: &Finish<'_>, _out: &mut dyn Write) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn a_writer_thread_that_cannot_start_blocks_nothing_and_loses_only_what_it_counts() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
-            .unwrap()
-            .unwrap();
-        let (spans, lanes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let session =
-            Session::start(&config, "no-thread", vec![Box::new(Count(spans.clone(), lanes.clone()))])
-                .unwrap();
-        REFUSE_SPAWN.set(true);
-        // Far more batches and lanes than the channel holds (256 messages).
-        const SPANS: u64 = 300_000;
-        const LANES: u64 = 1_000;
-        session.in_scope(|| {
-            for _ in 0..SPANS {
-                let _s = tracing::info_span!("work").entered();
-            }
-            let h = crate::current().unwrap();
-            for i in 0..LANES {
-                h.lane_slice(&LaneSlice {
-                    lane: "ninja",
-                    track: 0,
-                    begin_ns: i,
-                    end_ns: i + 1,
-                    name: "a.o",
-                    fields: &[],
-                });
-            }
-        });
-        session.flush();
-        let report = session.finish();
-        REFUSE_SPAWN.set(false);
-        let (spans, lanes) = (spans.load(Ordering::Relaxed), lanes.load(Ordering::Relaxed));
-        assert!(
-            spans < SPANS && lanes < LANES,
-            "the channel cannot hold it all: {spans} spans, {lanes} lanes"
-        );
-        assert!(spans > 0, "what the channel held is written at the finish");
-        // A span without fields is two records, an enter and an exit, and a
-        // batch holds a whole number of them: a missing span is two records
-        // counted, a missing lane one.
-        let missing = 2 * (SPANS - spans) + (LANES - lanes);
-        assert_eq!(report.dropped_records, missing, "{spans} spans and {lanes} lanes arrived");
-        assert!(report.files.iter().all(|f| f.complete), "{:?}", report.files);
-        assert!(report.warnings().iter().any(|w| w.contains("dropped")), "{:?}", report.warnings());
     }
 }

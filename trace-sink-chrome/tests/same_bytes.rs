@@ -242,7 +242,13 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
         sink.event(&end, &mut out).unwrap();
     }
     let files: Vec<FileStatus> = Vec::new();
-    let end = Finish { end_ns: ts, dropped_records, files: &files, resources: Resources::default() };
+    let end = Finish {
+        end_ns: ts,
+        dropped_records,
+        unclosed_spans: 0,
+        files: &files,
+        resources: Resources::default(),
+    };
     sink.finish(&end, &mut out).unwrap();
     out
 }
@@ -315,7 +321,13 @@ fn a_write_error_is_reported_by_the_end() {
         r = r.and(sink.event(&Event::Instant { thread: 1, ts, site, fields: &[] }, &mut Broken));
     }
     let files: Vec<FileStatus> = Vec::new();
-    let end = Finish { end_ns: 10, dropped_records: 0, files: &files, resources: Resources::default() };
+    let end = Finish {
+        end_ns: 10,
+        dropped_records: 0,
+        unclosed_spans: 0,
+        files: &files,
+        resources: Resources::default(),
+    };
     r = r.and(sink.finish(&end, &mut Broken));
     assert!(r.is_err());
 }

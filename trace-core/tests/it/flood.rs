@@ -61,8 +61,11 @@ fn watch_rss(stop: Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandl
 fn a_flood_drops_and_counts_instead_of_blocking_or_losing_silently() {
     let _heavy = crate::HEAVY.lock();
     let dir = tempfile::tempdir().unwrap();
-    let config =
-        Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into())).unwrap().unwrap();
+    const BUDGET_MIB: u64 = 16;
+    let config = Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
+        .unwrap()
+        .unwrap()
+        .with_memory_budget(BUDGET_MIB as usize * 1024 * 1024);
     let rss_before = rss_kib();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = watch_rss(stop.clone());
@@ -92,9 +95,10 @@ fn a_flood_drops_and_counts_instead_of_blocking_or_losing_silently() {
     assert!(report.dropped_records > 0, "the writer fell behind on purpose");
     assert_eq!(delivered + report.dropped_records, THREADS * PER_THREAD, "every record is accounted for");
     assert!(report.warnings().iter().any(|w| w.contains("dropped")), "{:?}", report.warnings());
-    // The hot path's buffers are bounded (docs/reliability.md): the peak grew
-    // by far less than the 2,000,000 records would take if they were kept.
-    assert!(grew_kib < 96 * 1024, "peak memory grew by {grew_kib} KiB");
+    // The records waiting for the writer are bounded by the budget
+    // (docs/reliability.md): the peak grew by the budget and the batches kept
+    // for reuse, far less than the 2,000,000 records would take if kept.
+    assert!(grew_kib < (BUDGET_MIB + 48) * 1024, "peak memory grew by {grew_kib} KiB");
     println!(
         "reliability: flood: {} records from {THREADS} threads, {delivered} written, {} dropped and counted, \
          peak memory grew by {} MiB",

@@ -74,7 +74,13 @@ fn a_write_failure_mid_capture_is_kept_and_the_sink_goes_on_without_panicking() 
                 assert!(sink.event(e, &mut out).is_ok(), "the checked writer swallows the error");
             }
         }
-        let end = Finish { end_ns: 9_000, dropped_records: 3, files: &[], resources: Resources::default() };
+        let end = Finish {
+            end_ns: 9_000,
+            dropped_records: 3,
+            unclosed_spans: 0,
+            files: &[],
+            resources: Resources::default(),
+        };
         assert!(sink.finish(&end, &mut out).is_ok());
         assert_eq!(out.get_ref().got, limit, "the file got what fitted");
         assert!(out.written() <= limit as u64, "nothing is counted past the failure");

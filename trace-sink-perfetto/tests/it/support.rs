@@ -205,7 +205,12 @@ pub fn capture<T>(dir: &Path, name: &str, command: impl FnOnce() -> T) -> (PathB
 
 /// The complete `.pftrace` a finished capture wrote.
 pub fn pftrace_of(report: &Report) -> PathBuf {
-    assert!(report.is_complete(), "the capture is incomplete: {:?}", report.warnings());
+    // Some captures leave a span open on purpose: only the files must be whole.
+    assert!(
+        report.dropped_records == 0 && report.files.iter().all(|f| f.complete),
+        "the capture is incomplete: {:?}",
+        report.warnings()
+    );
     match report.files.iter().find(|f| f.sink == "perfetto") {
         Some(f) => f.path.clone(),
         None => panic!("no perfetto file in {:?}", report.files),

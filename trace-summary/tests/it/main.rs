@@ -171,7 +171,13 @@ fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
         };
         sink.event(&end, &mut out).unwrap();
     }
-    let finish = Finish { end_ns: 20_000_000, dropped_records: 0, files: &[], resources: Default::default() };
+    let finish = Finish {
+        end_ns: 20_000_000,
+        dropped_records: 0,
+        unclosed_spans: 0,
+        files: &[],
+        resources: Default::default(),
+    };
     sink.finish(&finish, &mut out).unwrap();
     let t = Timings::from_slice(&out, Path::new("s.timings.json")).unwrap();
     let rows: Vec<(&str, &str, u64, u64, u64, i128)> = t

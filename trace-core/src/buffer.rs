@@ -1,0 +1,498 @@
+//! Per-thread buffers and their hand-over to the writer.
+//!
+//! Each thread that records into a capture has a [`ThreadBuf`] of its own for
+//! it, found through a thread-local list of [`Slot`]s. The thread appends raw
+//! records to the buffer's batch and, when the batch is full, hands it over
+//! through the capture's channel ([`Handoff`]).
+//!
+//! Every batch carries a sequence number per thread and an `until` stamp: every
+//! record of that thread stamped before `until` is in this batch or an earlier
+//! one. The writer may also take a thread's partial batch itself ([`ThreadBuf::
+//! steal`]) when it needs to know how far that thread has got, and takes every
+//! remainder at the finish ([`ThreadBuf::close`]). A record is stamped while its
+//! buffer is claimed, so whatever the writer takes under the claim is every
+//! record stamped before the moment it took it.
+//!
+//! The channel holds batches up to a memory budget; past it, a batch is
+//! dropped, counted, and replaced by a [`Msg::Gap`] that tells the writer
+//! which records of which thread are missing.
+
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::{Mutex, RwLock};
+
+use crate::event::{LaneReport, Resources, Tid};
+use crate::record::{Batch, OwnedLane, Stamps};
+use crate::ring::{SpanInfo, SpanRing};
+
+/// The default memory budget for batches waiting for the writer.
+pub(crate) const DEFAULT_BUDGET: usize = 64 * 1024 * 1024;
+
+/// What travels from the capture's threads to the writer.
+pub(crate) enum Msg {
+    /// A thread's records, `seq` in its order, complete up to `until`.
+    Batch {
+        thread: u32,
+        seq: u64,
+        until: u64,
+        batch: Batch,
+        bytes: usize,
+    },
+    /// A batch that was dropped (and its records counted): the records of
+    /// `thread` between the stamps `from` and `until`.
+    Gap {
+        thread: u32,
+        seq: u64,
+        from: u64,
+        until: u64,
+    },
+    Lane(OwnedLane),
+    LaneReport(LaneReport),
+    Finish {
+        end_rel: u64,
+        resources: Resources,
+    },
+    /// Answered once everything sent before it has been processed.
+    Sync(Sender<()>),
+}
+
+/// The channel to the writer, the batches it recycles, and what was lost.
+pub(crate) struct Handoff {
+    pub tx: Sender<Msg>,
+    recycle: Receiver<Batch>,
+    /// Bytes of the batches in the channel.
+    in_flight: AtomicUsize,
+    budget: usize,
+    /// Records lost because the writer fell behind past the budget.
+    pub dropped: AtomicU64,
+    /// Records that arrived after the capture had taken its threads' last
+    /// records.
+    pub late: AtomicU64,
+    /// Set once the finish has begun taking the threads' last records.
+    pub closed: AtomicBool,
+}
+
+impl Handoff {
+    pub(crate) fn new(tx: Sender<Msg>, recycle: Receiver<Batch>, budget: usize) -> Handoff {
+        Handoff {
+            tx,
+            recycle,
+            in_flight: AtomicUsize::new(0),
+            budget,
+            dropped: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn fresh_batch(&self) -> Batch {
+        self.recycle.try_recv().unwrap_or_else(|_| Batch::with_capacity())
+    }
+
+    /// The writer is done with `bytes` of a batch from the channel.
+    pub(crate) fn released(&self, bytes: usize) {
+        self.in_flight.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts a record that could not be stored: late once the capture has
+    /// finished, dropped before.
+    #[cold]
+    pub(crate) fn lost(&self) {
+        let counter = if self.closed.load(Ordering::Relaxed) { &self.late } else { &self.dropped };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sends `local`'s batch to the writer, or, past the budget, drops and
+    /// counts its records and sends a gap in their place. Called with the
+    /// buffer claimed. Never blocks.
+    fn hand_over(&self, index: u32, local: &mut Local) {
+        let seq = local.next_seq();
+        let until = local.last_ts;
+        let bytes = local.batch.bytes();
+        let n = local.batch.raws.len() as u64;
+        if self.in_flight.fetch_add(bytes, Ordering::Relaxed) + bytes > self.budget {
+            self.in_flight.fetch_sub(bytes, Ordering::Relaxed);
+            self.dropped.fetch_add(n, Ordering::Relaxed);
+            let from = local.batch.raws.first().map_or(until, |r| r.ts);
+            local.batch.clear();
+            let _ = self.tx.send(Msg::Gap { thread: index, seq, from, until });
+            return;
+        }
+        let batch = std::mem::replace(&mut local.batch, self.fresh_batch());
+        if let Err(e) = self.tx.send(Msg::Batch { thread: index, seq, until, batch, bytes }) {
+            // The writer is gone: nothing will read these records.
+            self.in_flight.fetch_sub(bytes, Ordering::Relaxed);
+            self.dropped.fetch_add(n, Ordering::Relaxed);
+            if let Msg::Batch { mut batch, .. } = e.into_inner() {
+                batch.clear();
+                local.batch = batch;
+            }
+        }
+    }
+}
+
+/// A thread's buffer for one capture.
+///
+/// Its thread writes to it; the writer takes its batch now and then (a
+/// steal, or the finish). A flag instead of a lock keeps the hot path to one
+/// atomic swap and one plain store per record.
+///
+/// Aligned so that two threads' buffers never share a cache line.
+#[repr(align(128))]
+pub(crate) struct ThreadBuf {
+    pub index: u32,
+    pub tid: Tid,
+    pub name: String,
+    /// The stamp read when the thread registered: it recorded nothing before.
+    pub registered: u64,
+    /// Set by whoever has `local`: see [`ThreadBuf::try_claim`].
+    busy: AtomicBool,
+    /// Set once the capture has taken this buffer's last records.
+    pub closed: AtomicBool,
+    local: UnsafeCell<Local>,
+    /// The callsites of the spans this thread created lately, for the
+    /// capture's own subscriber (unused under the registry).
+    pub spans: SpanRing,
+}
+
+// SAFETY: `local` is reached only through a `Claim`, and a `Claim` exists only
+// for whoever swapped `busy` from false to true, until it stores false again:
+// one party at a time. `Local` itself is `Send`.
+unsafe impl Sync for ThreadBuf {}
+
+/// A thread's records for one capture, reached through a [`Claim`].
+pub(crate) struct Local {
+    pub batch: Batch,
+    closed: bool,
+    /// The latest stamp taken on this thread (or its registration's).
+    pub last_ts: u64,
+    /// The sequence number of the next batch taken from this buffer.
+    seq: u64,
+}
+
+impl Local {
+    fn next_seq(&mut self) -> u64 {
+        let s = self.seq;
+        self.seq += 1;
+        s
+    }
+
+    /// A stamp read now, remembered as the thread's latest.
+    #[inline(always)]
+    pub(crate) fn stamp(&mut self, stamps: &Stamps) -> u64 {
+        self.last_ts = stamps.now();
+        self.last_ts
+    }
+}
+
+/// What the writer took from a buffer: the batch's sequence number, its
+/// `until`, and its records.
+pub(crate) struct Taken {
+    pub seq: u64,
+    pub until: u64,
+    pub batch: Option<Batch>,
+}
+
+impl ThreadBuf {
+    fn new(index: u32, tid: Tid, name: String, batch: Batch, registered: u64) -> ThreadBuf {
+        ThreadBuf {
+            index,
+            tid,
+            name,
+            registered,
+            busy: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            local: UnsafeCell::new(Local { batch, closed: false, last_ts: registered, seq: 0 }),
+            spans: SpanRing::new(),
+        }
+    }
+
+    /// Exclusive access to the buffer, unless another party has it.
+    #[inline]
+    pub(crate) fn try_claim(&self) -> Option<Claim<'_>> {
+        if self.busy.swap(true, Ordering::Acquire) {
+            None
+        } else {
+            Some(Claim { buf: self })
+        }
+    }
+
+    /// Exclusive access, waiting for the other party (which holds it only to
+    /// append one record or to swap one batch).
+    #[inline]
+    pub(crate) fn claim(&self) -> Claim<'_> {
+        if let Some(c) = self.try_claim() {
+            return c;
+        }
+        self.claim_slow()
+    }
+
+    #[cold]
+    fn claim_slow(&self) -> Claim<'_> {
+        let mut spins = 0u32;
+        loop {
+            if let Some(c) = self.try_claim() {
+                return c;
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// The writer takes this buffer's partial batch (or only learns, when it
+    /// is empty, that nothing was stamped before now), giving it `fresh`.
+    pub(crate) fn steal(&self, stamps: &Stamps, fresh: impl FnOnce() -> Batch) -> Option<Taken> {
+        let mut local = self.claim();
+        if local.closed {
+            return None;
+        }
+        // Under the claim: every later record of this thread is stamped after this.
+        let until = stamps.now();
+        let seq = local.next_seq();
+        let batch = if local.batch.raws.is_empty() {
+            None
+        } else {
+            Some(std::mem::replace(&mut local.batch, fresh()))
+        };
+        Some(Taken { seq, until, batch })
+    }
+
+    /// The finish takes this buffer's last records; it records nothing more.
+    pub(crate) fn close(&self) -> Taken {
+        let mut local = self.claim();
+        local.closed = true;
+        self.closed.store(true, Ordering::Relaxed);
+        let seq = local.next_seq();
+        Taken { seq, until: u64::MAX, batch: Some(std::mem::take(&mut local.batch)) }
+    }
+}
+
+/// Exclusive access to a [`ThreadBuf`]'s records; released when dropped.
+pub(crate) struct Claim<'a> {
+    buf: &'a ThreadBuf,
+}
+
+impl std::ops::Deref for Claim<'_> {
+    type Target = Local;
+    fn deref(&self) -> &Local {
+        // SAFETY: this claim is the only access to `local` (see `ThreadBuf`).
+        unsafe { &*self.buf.local.get() }
+    }
+}
+
+impl std::ops::DerefMut for Claim<'_> {
+    fn deref_mut(&mut self) -> &mut Local {
+        // SAFETY: this claim is the only access to `local` (see `ThreadBuf`).
+        unsafe { &mut *self.buf.local.get() }
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.buf.busy.store(false, Ordering::Release);
+    }
+}
+
+/// Every thread that has recorded into one capture.
+pub(crate) struct Threads {
+    pub capture_id: u64,
+    pub stamps: Stamps,
+    pub handoff: Handoff,
+    /// The buffers in order of registration. The writer holds this lock while
+    /// it takes the threads' last records, so a thread must never wait for it
+    /// while it holds its own buffer.
+    pub list: Mutex<Vec<Arc<ThreadBuf>>>,
+    /// The same buffers, for the rare lookups of another thread's spans; a
+    /// lock of its own, only ever held for an index.
+    pub by_index: RwLock<Vec<Arc<ThreadBuf>>>,
+}
+
+static NEXT_CAPTURE: AtomicU64 = AtomicU64::new(1);
+
+impl Threads {
+    pub(crate) fn new(stamps: Stamps, handoff: Handoff) -> Threads {
+        Threads {
+            capture_id: NEXT_CAPTURE.fetch_add(1, Ordering::Relaxed),
+            stamps,
+            handoff,
+            list: Mutex::new(Vec::new()),
+            by_index: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// Registers the calling thread with this capture, unless it has finished.
+    fn register(&self) -> Option<Arc<ThreadBuf>> {
+        let mut list = self.list.lock();
+        if self.handoff.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        let tid = crate::os::current_tid();
+        let name = match std::thread::current().name() {
+            Some(n) => n.to_string(),
+            None => format!("thread-{tid}"),
+        };
+        // Under the lock: a writer that has seen the list knows this thread
+        // records nothing stamped before it registered.
+        let registered = self.stamps.now();
+        let buf =
+            Arc::new(ThreadBuf::new(list.len() as u32, tid, name, self.handoff.fresh_batch(), registered));
+        list.push(buf.clone());
+        self.by_index.write().push(buf.clone());
+        Some(buf)
+    }
+
+    /// Runs `f` on the buffer of this capture's thread number `index`.
+    #[cold]
+    pub(crate) fn with_buf<R>(&self, index: u64, f: impl FnOnce(&ThreadBuf) -> R) -> Option<R> {
+        let bufs = self.by_index.read();
+        let buf = bufs.get(usize::try_from(index).ok()?)?;
+        Some(f(buf))
+    }
+
+    /// Runs `f` with the calling thread's slot for this capture, registering
+    /// the thread on its first use. `None` when the thread is already inside
+    /// the hot path (a `Debug` impl that logs), while it shuts down, or when
+    /// the capture has finished before the thread's first record.
+    #[inline(always)]
+    pub(crate) fn with_slot<R>(self: &Arc<Self>, f: impl FnOnce(&Slot) -> R) -> Option<R> {
+        let id = self.capture_id;
+        TLS.try_with(|tls| {
+            if tls.busy.replace(true) {
+                return None;
+            }
+            let _busy = Busy(&tls.busy);
+            {
+                let slots = tls.slots.try_borrow().ok()?;
+                if let Some(slot) = slots.iter().find(|s| s.capture == id) {
+                    return Some(f(slot));
+                }
+            }
+            {
+                let mut slots = tls.slots.try_borrow_mut().ok()?;
+                slots.retain(|s| !s.buf.closed.load(Ordering::Relaxed));
+                let buf = self.register()?;
+                slots.push(Slot::new(id, buf, Arc::downgrade(self)));
+            }
+            let slots = tls.slots.try_borrow().ok()?;
+            slots.last().map(f)
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// Runs `f` with the calling thread's slot for this capture if it has one,
+    /// even from inside the hot path. `f` must not record.
+    #[inline]
+    pub(crate) fn peek_slot<R>(&self, f: impl FnOnce(&Slot) -> R) -> Option<R> {
+        let id = self.capture_id;
+        TLS.try_with(|tls| {
+            let slots = tls.slots.try_borrow().ok()?;
+            slots.iter().find(|s| s.capture == id).map(f)
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// Appends a record to `buf`, stamped now (or, with `stamp` false, with the
+    /// thread's latest stamp: for a creation, which only needs to come before
+    /// anything else about its span), then hands the batch over if it is full.
+    /// Never panics, never blocks on the writer.
+    #[inline(always)]
+    pub(crate) fn fill(&self, buf: &ThreadBuf, stamp: bool, fill: impl FnOnce(&mut Batch, u64)) -> Filled {
+        let mut local = buf.claim();
+        if local.closed {
+            return Filled::Closed;
+        }
+        let ts = if stamp { local.stamp(&self.stamps) } else { local.last_ts };
+        fill(&mut local.batch, ts);
+        if local.batch.is_full() {
+            self.handoff.hand_over(buf.index, &mut local);
+            return Filled::HandedOver;
+        }
+        Filled::Stored
+    }
+
+    /// Hands the calling thread's partial batch to the writer.
+    pub(crate) fn flush_local(&self) {
+        let _ = self.peek_slot(|slot| {
+            let Some(mut local) = slot.buf.try_claim() else { return };
+            if !local.closed && !local.batch.raws.is_empty() {
+                self.handoff.hand_over(slot.buf.index, &mut local);
+            }
+        });
+    }
+}
+
+/// What became of a record given to [`Threads::fill`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Filled {
+    /// Stored in the thread's batch.
+    Stored,
+    /// Stored, and the full batch was handed to the writer.
+    HandedOver,
+    /// Not stored: the capture has taken the thread's last records.
+    Closed,
+}
+
+/// Clears the thread's hot-path flag, even if a `Debug` impl panics.
+struct Busy<'a>(&'a Cell<bool>);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+/// A thread's state for one capture.
+pub(crate) struct Slot {
+    capture: u64,
+    pub buf: Arc<ThreadBuf>,
+    threads: Weak<Threads>,
+    /// The capture's subscriber: the sequence number of this thread's next span.
+    pub next_seq: Cell<u64>,
+    /// The capture's subscriber: the spans entered on this thread, innermost last.
+    pub stack: RefCell<Vec<(u64, SpanInfo)>>,
+}
+
+impl Slot {
+    fn new(capture: u64, buf: Arc<ThreadBuf>, threads: Weak<Threads>) -> Slot {
+        Slot { capture, buf, threads, next_seq: Cell::new(1), stack: RefCell::new(Vec::new()) }
+    }
+}
+
+impl Drop for Slot {
+    /// The thread is exiting (or its capture finished): hand over what it
+    /// holds, saying it will record nothing more, so the writer need not wait
+    /// for it.
+    fn drop(&mut self) {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let Some(threads) = self.threads.upgrade() else { return };
+            let Some(mut local) = self.buf.try_claim() else { return };
+            if local.closed {
+                return;
+            }
+            local.last_ts = u64::MAX;
+            threads.handoff.hand_over(self.buf.index, &mut local);
+        }));
+    }
+}
+
+/// The hot path's per-thread state.
+struct Tls {
+    /// Set while this thread is inside the hot path: a `Debug` impl that logs
+    /// while its value is being formatted must not re-enter.
+    busy: Cell<bool>,
+    /// This thread's state, one per capture it has recorded into.
+    slots: RefCell<Vec<Slot>>,
+}
+
+thread_local! {
+    static TLS: Tls = const { Tls { busy: Cell::new(false), slots: RefCell::new(Vec::new()) } };
+}

@@ -1,0 +1,136 @@
+//! One capture's state, and the record protocol both front-ends speak.
+//!
+//! The front-ends ([`crate::subscriber`], the capture's own subscriber, and
+//! [`crate::layer`], a layer on the registry) only resolve span ids and
+//! callsites; what a `tracing` call turns into is decided here, once.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use tracing_core::field::Visit;
+use tracing_core::Metadata;
+
+use crate::buffer::{Filled, ThreadBuf, Threads};
+use crate::record::{Batch, Kind};
+use crate::writer::WriterCell;
+
+/// The target of the span a capture wraps its command in (`command`, with the
+/// command's name as a field). A capture records it whatever its filter, and
+/// never shows it to the tool's own subscriber or layers.
+pub const ROOT_TARGET: &str = "cabin_trace";
+
+type Meta = &'static Metadata<'static>;
+
+/// One capture's state, shared by its front-end, its threads, its session and
+/// its handles.
+pub(crate) struct Core {
+    pub threads: Arc<Threads>,
+    pub writer: WriterCell,
+    /// The capture's start as an `Instant`, read with `threads.stamps`.
+    pub base: Instant,
+    /// Per external lane, the end of the last slice on each of its tracks.
+    pub lane_tracks: Mutex<Vec<(String, Vec<u64>)>>,
+}
+
+impl Core {
+    /// Appends a record to `buf` (the calling thread's), starting the writer
+    /// thread when a batch was handed over. False when the capture no longer
+    /// takes records.
+    #[inline(always)]
+    pub(crate) fn store(&self, buf: &ThreadBuf, stamp: bool, f: impl FnOnce(&mut Batch, u64)) -> bool {
+        match self.threads.fill(buf, stamp, f) {
+            Filled::Stored => true,
+            Filled::HandedOver => {
+                self.writer.ensure_started();
+                true
+            }
+            Filled::Closed => false,
+        }
+    }
+
+    /// Appends a record to `buf`, the calling thread's buffer (looked up when
+    /// the front-end does not have it at hand), counting it as lost if it
+    /// cannot be stored.
+    #[inline(always)]
+    fn record(&self, buf: Option<&ThreadBuf>, stamp: bool, f: impl FnOnce(&mut Batch, u64)) -> bool {
+        let stored = match buf {
+            Some(buf) => self.store(buf, stamp, f),
+            None => self.threads.with_slot(|slot| self.store(&slot.buf, stamp, f)) == Some(true),
+        };
+        if !stored {
+            self.threads.handoff.lost();
+        }
+        stored
+    }
+
+    /// A span was created. `stamp`: whether the creation needs a stamp of its
+    /// own (ids that can be reused, as the registry's, need one so that the
+    /// creation is ordered after the close of the span that had the id
+    /// before); otherwise it takes the thread's latest stamp, which is enough
+    /// to order it before anything else about the span.
+    #[inline]
+    pub(crate) fn new_span(
+        &self,
+        buf: Option<&ThreadBuf>,
+        id: u64,
+        meta: Meta,
+        stamp: bool,
+        values: impl FnOnce(&mut dyn Visit),
+    ) {
+        // A span that declares no field can never hold a value: the writer
+        // needs nothing from its creation (its enter carries the callsite).
+        if !meta.fields().is_empty() {
+            let _ = self.record(buf, stamp, |b, ts| b.push_fields(Kind::NewSpan, id, ts, Some(meta), values));
+        }
+    }
+
+    /// Values were recorded into span `id`.
+    #[inline]
+    pub(crate) fn record_values(
+        &self,
+        buf: Option<&ThreadBuf>,
+        id: u64,
+        values: impl FnOnce(&mut dyn Visit),
+    ) {
+        let _ = self.record(buf, true, |b, ts| b.push_fields(Kind::Record, id, ts, None, values));
+    }
+
+    /// Span `id` (callsite `meta`, when known) was entered on this thread.
+    #[inline]
+    pub(crate) fn enter(&self, buf: Option<&ThreadBuf>, id: u64, meta: Option<Meta>) {
+        let _ = self.record(buf, true, |b, ts| b.push(Kind::Enter, id, ts, meta));
+    }
+
+    /// Span `id` was exited on this thread.
+    #[inline]
+    pub(crate) fn exit(&self, buf: Option<&ThreadBuf>, id: u64) {
+        let _ = self.record(buf, true, |b, ts| b.push(Kind::Exit, id, ts, None));
+    }
+
+    /// The last handle of span `id` is gone. `stamp` as for
+    /// [`Core::new_span`]: where ids are never reused, the close only frees
+    /// the writer's state, and the thread's latest stamp orders it well enough.
+    #[inline]
+    pub(crate) fn close(&self, buf: Option<&ThreadBuf>, id: u64, stamp: bool) -> bool {
+        self.record(buf, stamp, |b, ts| b.push(Kind::Close, id, ts, None))
+    }
+
+    /// An event at callsite `meta`.
+    #[inline]
+    pub(crate) fn event(&self, buf: Option<&ThreadBuf>, meta: Meta, values: impl FnOnce(&mut dyn Visit)) {
+        let _ = self.record(buf, true, |b, ts| b.push_fields(Kind::Event, 0, ts, Some(meta), values));
+    }
+
+    /// Nanoseconds since the capture's start.
+    #[inline]
+    pub(crate) fn rel_now(&self) -> u64 {
+        self.threads.stamps.rel_now()
+    }
+}
+
+/// Whether a capture with `filter` records spans and events of `meta`.
+#[inline]
+pub(crate) fn wants(filter: &tracing_subscriber::filter::Targets, meta: &Metadata<'_>) -> bool {
+    filter.would_enable(meta.target(), meta.level()) || meta.target() == ROOT_TARGET
+}

@@ -1,0 +1,299 @@
+//! Raw records: what a calling thread stores for each `tracing` call, and the
+//! clock it stamps them with.
+//!
+//! A record holds only what the calling thread has at hand: a kind, a span id,
+//! a stamp, a `&'static` callsite, and field values (integers as they are, text
+//! appended to the batch's own string). Converting and encoding happen later,
+//! on the writer's side.
+//!
+//! Every record carries a stamp on one clock for all threads ([`Stamps`]), so
+//! that the writer can put the records of every thread back in the order they
+//! happened: a span created on one thread and entered, recorded or closed on
+//! another is then seen in that order, whichever thread's batch arrives first.
+
+use std::fmt::{self, Write as _};
+
+use tracing_core::field::{Field as TField, Visit};
+use tracing_core::Metadata;
+
+use crate::clock::{self, Anchor};
+
+/// Records per batch before it is handed to the writer.
+pub(crate) const BATCH_RECORDS: usize = 1024;
+/// Text bytes per batch before it is handed to the writer.
+pub(crate) const BATCH_TEXT: usize = 64 * 1024;
+
+/// What a record says happened.
+///
+/// The order of the variants is the order of records with equal stamps: a
+/// creation comes before anything else about its span, a close after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    NewSpan,
+    Record,
+    Enter,
+    Exit,
+    Event,
+    Close,
+}
+
+/// One record. `meta` is the callsite where the writer needs it (creation,
+/// enter, event); `fields_*` index the batch's values.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Raw {
+    pub kind: Kind,
+    pub id: u64,
+    pub ts: u64,
+    pub meta: Option<&'static Metadata<'static>>,
+    pub fields_start: u32,
+    pub fields_len: u32,
+}
+
+/// A field value as the calling thread stored it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RawValue {
+    I64(i64),
+    U64(u64),
+    F64(f64),
+    Bool(bool),
+    Str { start: u32, len: u32 },
+}
+
+/// A field name and its value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawField {
+    pub name: &'static str,
+    pub value: RawValue,
+}
+
+/// One thread's records, in the order it stored them (and so of their stamps).
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub raws: Vec<Raw>,
+    pub values: Vec<RawField>,
+    pub text: String,
+}
+
+impl Batch {
+    pub(crate) fn with_capacity() -> Batch {
+        Batch {
+            raws: Vec::with_capacity(BATCH_RECORDS),
+            values: Vec::with_capacity(BATCH_RECORDS),
+            text: String::with_capacity(4096),
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.raws.clear();
+        self.values.clear();
+        self.text.clear();
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.raws.len() >= BATCH_RECORDS || self.text.len() >= BATCH_TEXT
+    }
+
+    /// The heap bytes this batch holds, for the capture's memory budget.
+    pub(crate) fn bytes(&self) -> usize {
+        self.raws.capacity() * std::mem::size_of::<Raw>()
+            + self.values.capacity() * std::mem::size_of::<RawField>()
+            + self.text.capacity()
+    }
+
+    pub(crate) fn str_of(&self, start: u32, len: u32) -> &str {
+        self.text.get(start as usize..(start + len) as usize).unwrap_or("")
+    }
+
+    pub(crate) fn fields(&self, raw: &Raw) -> &[RawField] {
+        let start = raw.fields_start as usize;
+        self.values.get(start..start + raw.fields_len as usize).unwrap_or(&[])
+    }
+
+    /// Appends a record without fields.
+    #[inline]
+    pub(crate) fn push(&mut self, kind: Kind, id: u64, ts: u64, meta: Option<&'static Metadata<'static>>) {
+        self.raws.push(Raw { kind, id, ts, meta, fields_start: 0, fields_len: 0 });
+    }
+
+    /// Appends a record with the fields `record` visits.
+    #[inline]
+    pub(crate) fn push_fields(
+        &mut self,
+        kind: Kind,
+        id: u64,
+        ts: u64,
+        meta: Option<&'static Metadata<'static>>,
+        record: impl FnOnce(&mut dyn Visit),
+    ) {
+        let start = self.values.len();
+        record(&mut FieldVisitor { batch: self });
+        let len = self.values.len() - start;
+        self.raws.push(Raw { kind, id, ts, meta, fields_start: start as u32, fields_len: len as u32 });
+    }
+}
+
+/// The capture's clock for stamps: time-stamp counter ticks where they are
+/// usable ([`crate::clock`]), nanoseconds since the capture's start otherwise.
+/// Either way one clock for every thread, increasing with real time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stamps {
+    /// Whether stamps are counter ticks.
+    pub ticks: bool,
+    /// `CLOCK_MONOTONIC` at the capture's start, in nanoseconds.
+    pub base_mono_ns: u64,
+    /// The first anchor of the tick conversion, read with `base_mono_ns`.
+    pub first_anchor: Anchor,
+}
+
+impl Stamps {
+    /// A clock for a capture starting now.
+    pub(crate) fn start() -> Stamps {
+        let ticks = clock::counter_usable();
+        let first_anchor =
+            if ticks { Anchor::now() } else { Anchor { tick: 0, ns: crate::os::monotonic_ns() } };
+        Stamps { ticks, base_mono_ns: first_anchor.ns, first_anchor }
+    }
+
+    /// Nanoseconds since the capture's start.
+    #[inline]
+    pub(crate) fn rel_now(&self) -> u64 {
+        crate::os::monotonic_ns().saturating_sub(self.base_mono_ns)
+    }
+
+    /// A stamp read now.
+    #[inline(always)]
+    pub(crate) fn now(&self) -> u64 {
+        if self.ticks {
+            clock::ticks()
+        } else {
+            self.rel_now()
+        }
+    }
+}
+
+struct FieldVisitor<'a> {
+    batch: &'a mut Batch,
+}
+
+impl FieldVisitor<'_> {
+    fn put(&mut self, field: &TField, value: RawValue) {
+        self.batch.values.push(RawField { name: field.name(), value });
+    }
+
+    fn put_text(&mut self, field: &TField, write: impl FnOnce(&mut String) -> fmt::Result) {
+        let start = self.batch.text.len();
+        if write(&mut self.batch.text).is_err() {
+            self.batch.text.truncate(start);
+            self.batch.text.push_str("<unprintable>");
+        }
+        let len = self.batch.text.len() - start;
+        self.put(field, RawValue::Str { start: start as u32, len: len as u32 });
+    }
+}
+
+impl Visit for FieldVisitor<'_> {
+    fn record_i64(&mut self, field: &TField, value: i64) {
+        self.put(field, RawValue::I64(value));
+    }
+    fn record_u64(&mut self, field: &TField, value: u64) {
+        self.put(field, RawValue::U64(value));
+    }
+    fn record_i128(&mut self, field: &TField, value: i128) {
+        match i64::try_from(value) {
+            Ok(v) => self.put(field, RawValue::I64(v)),
+            Err(_) => self.put_text(field, |s| write!(s, "{value}")),
+        }
+    }
+    fn record_u128(&mut self, field: &TField, value: u128) {
+        match u64::try_from(value) {
+            Ok(v) => self.put(field, RawValue::U64(v)),
+            Err(_) => self.put_text(field, |s| write!(s, "{value}")),
+        }
+    }
+    fn record_f64(&mut self, field: &TField, value: f64) {
+        self.put(field, RawValue::F64(value));
+    }
+    fn record_bool(&mut self, field: &TField, value: bool) {
+        self.put(field, RawValue::Bool(value));
+    }
+    fn record_str(&mut self, field: &TField, value: &str) {
+        self.put_text(field, |s| {
+            s.push_str(value);
+            Ok(())
+        });
+    }
+    fn record_error(&mut self, field: &TField, value: &(dyn std::error::Error + 'static)) {
+        self.put_text(field, |s| write!(s, "{value}"));
+    }
+    fn record_debug(&mut self, field: &TField, value: &dyn fmt::Debug) {
+        self.put_text(field, |s| write!(s, "{value:?}"));
+    }
+}
+
+/// An owned field value, kept by the writer while a span lives, or sent with a
+/// lane slice.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum OwnedValue {
+    I64(i64),
+    U64(u64),
+    F64(f64),
+    Bool(bool),
+    Str(String),
+}
+
+impl OwnedValue {
+    pub(crate) fn from_value(v: &crate::event::Value<'_>) -> OwnedValue {
+        use crate::event::Value;
+        match *v {
+            Value::I64(v) => OwnedValue::I64(v),
+            Value::U64(v) => OwnedValue::U64(v),
+            Value::F64(v) => OwnedValue::F64(v),
+            Value::Bool(v) => OwnedValue::Bool(v),
+            Value::Str(s) => OwnedValue::Str(s.to_string()),
+        }
+    }
+
+    pub(crate) fn from_raw(batch: &Batch, v: &RawValue) -> OwnedValue {
+        match *v {
+            RawValue::I64(v) => OwnedValue::I64(v),
+            RawValue::U64(v) => OwnedValue::U64(v),
+            RawValue::F64(v) => OwnedValue::F64(v),
+            RawValue::Bool(v) => OwnedValue::Bool(v),
+            RawValue::Str { start, len } => OwnedValue::Str(batch.str_of(start, len).to_string()),
+        }
+    }
+
+    pub(crate) fn as_value(&self) -> crate::event::Value<'_> {
+        use crate::event::Value;
+        match self {
+            OwnedValue::I64(v) => Value::I64(*v),
+            OwnedValue::U64(v) => Value::U64(*v),
+            OwnedValue::F64(v) => Value::F64(*v),
+            OwnedValue::Bool(v) => Value::Bool(*v),
+            OwnedValue::Str(s) => Value::Str(s),
+        }
+    }
+}
+
+/// A raw value borrowed from its batch, as sinks see it.
+pub(crate) fn raw_value<'b>(batch: &'b Batch, v: &RawValue) -> crate::event::Value<'b> {
+    use crate::event::Value;
+    match *v {
+        RawValue::I64(v) => Value::I64(v),
+        RawValue::U64(v) => Value::U64(v),
+        RawValue::F64(v) => Value::F64(v),
+        RawValue::Bool(v) => Value::Bool(v),
+        RawValue::Str { start, len } => Value::Str(batch.str_of(start, len)),
+    }
+}
+
+/// One slice of an external lane (Ninja's actions, test executables), owned.
+#[derive(Debug)]
+pub(crate) struct OwnedLane {
+    pub lane: String,
+    pub track: u32,
+    pub begin_ns: u64,
+    pub end_ns: u64,
+    pub name: String,
+    pub fields: Vec<(String, OwnedValue)>,
+}
