@@ -60,9 +60,11 @@
 //!
 //! The capture is the thread's default dispatcher only while the command runs
 //! (never a global default). Threads the command starts join the capture through
-//! [`spawn`] or [`bind`]. A tool's own logging layer, given to
-//! [`Capture::with_layer`], keeps working during a capture (and runs alone when
-//! capture is off).
+//! [`spawn`] or [`bind`]. The tool's own logging prints exactly what it prints
+//! without capture: the capture forwards to the dispatcher that was the default
+//! when it started (a global `fmt` subscriber, say), with span ids mapped and
+//! its own root span hidden; layers given to [`Capture::with_layer`] run on a
+//! registry of their own, with capture on and off alike.
 //!
 //! # What it does not do
 //!
@@ -72,6 +74,11 @@
 #![deny(missing_docs)]
 
 mod lanes;
+
+/// The README's code, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{Layer, Registry};

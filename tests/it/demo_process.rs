@@ -71,7 +71,7 @@ fn assert_refused(out: &std::process::Output, variable: &str) {
 fn a_malformed_filter_refuses_to_run_the_command_and_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("traces");
-    for filter in ["info,=[", "", "=", "info,cabin=loud"] {
+    for filter in ["info,=[", "", "=", "info,cabin=loud", "inof", "warning", "loud", "demo"] {
         let out = demo(&[], &[("CABIN_TRACE_DIR", &target), ("CABIN_TRACE_FILTER", Path::new(filter))]);
         assert_refused(&out, "CABIN_TRACE_FILTER");
         assert!(!target.exists(), "no directory or file is created for `{filter}`");
@@ -184,4 +184,53 @@ fn a_write_failure_leaves_a_partial_trace_and_says_so() {
         assert_eq!(f["complete"], false);
         assert!(f["error"].as_str().unwrap().contains("File too large"), "{f}");
     }
+}
+
+#[test]
+fn a_misspelt_level_is_refused_with_the_level_it_resembles() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("traces");
+    let out = demo(&[], &[("CABIN_TRACE_DIR", &target), ("CABIN_TRACE_FILTER", Path::new("inof"))]);
+    assert_refused(&out, "CABIN_TRACE_FILTER");
+    assert!(stderr(&out).contains("CABIN_TRACE_FILTER=`inof`"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("did you mean `info`?"), "{}", stderr(&out));
+    assert!(!target.exists());
+}
+
+/// The span names a capture of the demo with `filter` holds, from its summary.
+fn span_names_with_filter(filter: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo(
+        &["--spans", "20"],
+        &[("CABIN_TRACE_DIR", dir.path()), ("CABIN_TRACE_FILTER", Path::new(filter))],
+    );
+    assert!(out.status.success(), "{filter:?}: {}", stderr(&out));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(one(dir.path(), ".timings.json")).unwrap()).unwrap();
+    let mut names: Vec<String> = summary["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn spacing_and_empty_items_in_the_filter_capture_what_the_plain_directives_capture() {
+    let info = span_names_with_filter("info");
+    let debug_demo = span_names_with_filter("info,demo=debug");
+    assert!(info.contains(&"command".to_string()) && info.len() > 1, "{info:?}");
+    assert!(debug_demo.len() > info.len(), "the second directive adds the debug spans: {debug_demo:?}");
+    for spaced in [" info ", "info,", "info,,"] {
+        assert_eq!(span_names_with_filter(spaced), info, "{spaced:?}");
+    }
+    assert_eq!(span_names_with_filter("info, demo=debug"), debug_demo);
+}
+
+#[test]
+fn the_root_span_is_kept_under_a_filter_for_another_tools_target() {
+    let names = span_names_with_filter("kache=debug");
+    assert_eq!(names, ["command"]);
 }

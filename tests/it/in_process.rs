@@ -182,10 +182,12 @@ fn the_tools_own_logging_keeps_working_during_a_capture_and_without_one() {
 }
 
 #[test]
-fn no_capture_means_no_dispatcher_and_no_file() {
+fn no_capture_means_no_capture_dispatcher_and_the_thread_default_untouched() {
+    let before = tracing::dispatcher::get_default(|d| d.is::<tracing_core::subscriber::NoSubscriber>());
     let value = Capture::from_config(None).run("off", || {
-        assert!(cabin_trace::current().is_none());
-        assert!(!tracing::dispatcher::has_been_set() || cabin_trace::current().is_none());
+        assert!(cabin_trace::current().is_none(), "no capture is reachable from the command");
+        let during = tracing::dispatcher::get_default(|d| d.is::<tracing_core::subscriber::NoSubscriber>());
+        assert_eq!(during, before, "the thread's default dispatcher is the one it had");
         7
     });
     assert_eq!(value.unwrap(), 7);

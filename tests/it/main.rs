@@ -2,9 +2,11 @@
 //! in-process captures through the public API.
 
 mod chrome_output;
+mod cross_thread;
 mod demo_process;
 mod faults;
 mod in_process;
+mod logging;
 mod minibuild;
 mod perfetto;
 mod reliability;

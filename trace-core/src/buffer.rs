@@ -92,7 +92,12 @@ impl Handoff {
         self.recycle.try_recv().unwrap_or_else(|_| Batch::with_capacity())
     }
 
-    /// The writer is done with `bytes` of a batch from the channel.
+    /// The writer took a batch of `bytes` itself: it counts against the budget.
+    pub(crate) fn taken(&self, bytes: usize) {
+        self.in_flight.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// The writer is done with `bytes` of a batch it was handed or took.
     pub(crate) fn released(&self, bytes: usize) {
         self.in_flight.fetch_sub(bytes, Ordering::Relaxed);
     }

@@ -26,7 +26,7 @@ use crate::subscriber::CaptureSubscriber;
 use crate::writer::{self, Ended, Outcome, Pending, SinkFile, StartOwned, WriterCell};
 
 /// Emptied batches the writer keeps for the threads to reuse.
-const RECYCLED_BATCHES: usize = 256;
+const RECYCLED_BATCHES: usize = 64;
 
 /// The suffix of a file that is still being written.
 pub const PARTIAL_SUFFIX: &str = ".partial";

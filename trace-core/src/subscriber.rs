@@ -35,7 +35,7 @@ use tracing_core::{Dispatch, Event, LevelFilter, Metadata, Subscriber};
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::{Layer, Registry};
 
-use crate::buffer::ThreadBuf;
+use crate::buffer::{Slot, ThreadBuf};
 use crate::capture::{wants, Core, ROOT_TARGET};
 use crate::layer::max_with_root;
 use crate::ring::{SpanEntry, SpanInfo};
@@ -165,6 +165,20 @@ impl CaptureSubscriber {
         self.info_of(own.as_deref(), id)
     }
 
+    /// Runs `f` on the calling thread's slot and returns what it found of span
+    /// `id`; without a slot (the capture finished before this thread's first
+    /// record, or a `Debug` impl is logging) counts the record as lost, never
+    /// silently, and looks the span up elsewhere for the tee.
+    fn on_slot(&self, id: u64, f: impl FnOnce(&Slot) -> Option<SpanInfo>) -> Option<SpanInfo> {
+        match self.core.threads.with_slot(f) {
+            Some(info) => info,
+            None => {
+                self.core.threads.handoff.lost();
+                self.info(id)
+            }
+        }
+    }
+
     /// Forgets span `id`, which has closed. Returns what was known of it when
     /// that is at hand, so that the caller can tell whether it holds fields.
     #[inline]
@@ -290,16 +304,13 @@ impl Subscriber for CaptureSubscriber {
     fn record(&self, span: &Id, values: &Record<'_>) {
         let id = span.into_u64();
         let core = &*self.core;
-        let info = core
-            .threads
-            .with_slot(|slot| {
-                let info = self.info_of(Some(&slot.buf), id);
-                if !values.is_empty() && info.is_none_or(|i| i.captured) {
-                    core.record_values(Some(&slot.buf), id, |v| values.record(v));
-                }
-                info
-            })
-            .flatten();
+        let info = self.on_slot(id, |slot| {
+            let info = self.info_of(Some(&slot.buf), id);
+            if !values.is_empty() && info.is_none_or(|i| i.captured) {
+                core.record_values(Some(&slot.buf), id, |v| values.record(v));
+            }
+            info
+        });
         if let (Some(d), Some(i)) = (&self.inner, info) {
             if i.inner != 0 {
                 d.record(&Id::from_u64(i.inner), values);
@@ -331,7 +342,7 @@ impl Subscriber for CaptureSubscriber {
     fn enter(&self, span: &Id) {
         let id = span.into_u64();
         let core = &*self.core;
-        let entered = core.threads.with_slot(|slot| {
+        let entered = self.on_slot(id, |slot| {
             let info = self.info_of(Some(&slot.buf), id);
             if let (Some(i), Ok(mut stack)) = (info, slot.stack.try_borrow_mut()) {
                 stack.push((id, i));
@@ -341,7 +352,7 @@ impl Subscriber for CaptureSubscriber {
             }
             info
         });
-        if let (Some(d), Some(Some(i))) = (&self.inner, entered) {
+        if let (Some(d), Some(i)) = (&self.inner, entered) {
             if i.inner != 0 {
                 d.enter(&Id::from_u64(i.inner));
             }
@@ -351,7 +362,7 @@ impl Subscriber for CaptureSubscriber {
     fn exit(&self, span: &Id) {
         let id = span.into_u64();
         let core = &*self.core;
-        let exited = core.threads.with_slot(|slot| {
+        let exited = self.on_slot(id, |slot| {
             let info = slot.stack.try_borrow_mut().ok().and_then(|mut stack| {
                 let at = stack.iter().rposition(|e| e.0 == id)?;
                 Some(stack.remove(at).1)
@@ -361,7 +372,7 @@ impl Subscriber for CaptureSubscriber {
             }
             info
         });
-        if let (Some(d), Some(Some(i))) = (&self.inner, exited) {
+        if let (Some(d), Some(i)) = (&self.inner, exited) {
             if i.inner != 0 {
                 d.exit(&Id::from_u64(i.inner));
             }
@@ -423,5 +434,201 @@ impl Subscriber for CaptureSubscriber {
         } else {
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The records themselves and the subscriber's tables, with no writer
+    //! thread: batches stay in the channel for the test to read.
+
+    use std::sync::Arc;
+
+    use crossbeam_channel::Receiver;
+    use tracing::dispatcher::{self, Dispatch};
+    use tracing::info_span;
+
+    use super::*;
+    use crate::buffer::{Handoff, Msg, Threads};
+    use crate::record::{Kind, Stamps};
+    use crate::ring::RING;
+    use crate::writer::{Pending, StartOwned, WriterCell};
+
+    type Shared = Core;
+
+    fn rig() -> (Dispatch, Arc<Core>, Receiver<Msg>) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (recycle_tx, recycle) = crossbeam_channel::bounded(1);
+        let threads = Arc::new(Threads::new(Stamps::start(), Handoff::new(tx, recycle, usize::MAX)));
+        let start = StartOwned {
+            command: "test".into(),
+            stem: "test".into(),
+            pid: 0,
+            start_unix_ms: 0,
+            startup_us: None,
+            filter: "trace".into(),
+        };
+        let pending = Pending { rx: rx.clone(), recycle: recycle_tx, sinks: Vec::new(), start };
+        let core = Arc::new(Core {
+            writer: WriterCell::new(threads.clone(), pending),
+            threads,
+            base: std::time::Instant::now(),
+            lane_tracks: Mutex::new(Vec::new()),
+        });
+        // No writer ever runs: the batches stay in the channel for the test.
+        let _ = core.writer.end();
+        let dispatch = Dispatch::new(CaptureSubscriber::new(core.clone(), "trace".parse().unwrap(), None));
+        (dispatch, core, rx)
+    }
+
+    fn sub(d: &Dispatch) -> &CaptureSubscriber {
+        d.downcast_ref::<CaptureSubscriber>().expect("the capture's own subscriber")
+    }
+
+    /// Hands the calling thread's records to the channel.
+    fn flush(shared: &Arc<Shared>) {
+        shared.threads.flush_local();
+    }
+
+    /// Every record sent so far: (thread, kind, span id, callsite name).
+    fn records(rx: &Receiver<Msg>) -> Vec<(u32, Kind, u64, Option<&'static str>)> {
+        let mut out = Vec::new();
+        for msg in rx.try_iter() {
+            if let Msg::Batch { thread, batch, .. } = msg {
+                out.extend(batch.raws.iter().map(|r| (thread, r.kind, r.id, r.meta.map(|m| m.name()))));
+            }
+        }
+        out
+    }
+
+    fn closes(records: &[(u32, Kind, u64, Option<&str>)], id: u64) -> Vec<u32> {
+        records.iter().filter(|r| r.1 == Kind::Close && r.2 == id).map(|r| r.0).collect()
+    }
+
+    /// No span is left in any table or ring.
+    fn assert_empty(d: &Dispatch, shared: &Shared) {
+        let s = sub(d);
+        assert!(s.overflow.lock().is_empty(), "overflow: {:?}", s.overflow.lock().keys().collect::<Vec<_>>());
+        assert!(s.refs.lock().is_empty());
+        assert_eq!(s.clones.load(Ordering::Relaxed), 0);
+        for buf in shared.threads.list.lock().iter() {
+            let held: Vec<u64> = buf
+                .spans
+                .entries
+                .iter()
+                .map(|e| e.id.load(Ordering::Relaxed))
+                .filter(|id| *id != 0)
+                .collect();
+            assert!(held.is_empty(), "thread {}: {held:?}", buf.index);
+        }
+    }
+
+    #[test]
+    fn the_close_is_recorded_once_where_the_last_handle_goes() {
+        let (d, shared, rx) = rig();
+        let (with_fields, fieldless, local) = dispatcher::with_default(&d, || {
+            let with_fields = info_span!("with_fields", n = 1u64);
+            let fieldless = info_span!("fieldless");
+            let local = info_span!("local");
+            let ids = (with_fields.id().unwrap(), fieldless.id().unwrap(), local.id().unwrap());
+            let (a, b) = (with_fields.clone(), fieldless.clone());
+            drop((with_fields, fieldless, local));
+            let shared2 = shared.clone();
+            std::thread::spawn(move || {
+                drop((a, b));
+                flush(&shared2);
+            })
+            .join()
+            .unwrap();
+            flush(&shared);
+            (ids.0.into_u64(), ids.1.into_u64(), ids.2.into_u64())
+        });
+        let records = records(&rx);
+        // Thread 0 created them; thread 1 dropped the last handles.
+        assert_eq!(closes(&records, with_fields), [1]);
+        // Elsewhere the callsite is not looked up: a close is recorded anyway.
+        assert_eq!(closes(&records, fieldless), [1]);
+        // Where it was created, a span without fields needs no close record.
+        assert!(closes(&records, local).is_empty());
+        assert_eq!(with_fields >> SEQ_BITS, 1);
+        assert_empty(&d, &shared);
+    }
+
+    #[test]
+    fn a_span_displaced_from_the_ring_is_still_found_and_then_forgotten() {
+        let (d, shared, rx) = rig();
+        let (old_id, elsewhere) = dispatcher::with_default(&d, || {
+            let old = info_span!("old", n = 1u64);
+            for _ in 0..RING + 10 {
+                info_span!("filler", n = 2u64).in_scope(|| ());
+            }
+            assert_eq!(sub(&d).overflow.lock().len(), 1, "`old` left the ring for the shared table");
+            old.in_scope(|| ());
+            let moved = old.clone();
+            let shared2 = shared.clone();
+            let elsewhere = std::thread::spawn(move || {
+                moved.in_scope(|| ());
+                flush(&shared2);
+            });
+            elsewhere.join().unwrap();
+            let id = old.id().unwrap().into_u64();
+            drop(old);
+            flush(&shared);
+            (id, 1)
+        });
+        let records = records(&rx);
+        let enters: Vec<_> = records.iter().filter(|r| r.1 == Kind::Enter && r.2 == old_id).collect();
+        assert_eq!(enters.len(), 2);
+        assert!(enters.iter().all(|r| r.3 == Some("old")), "{enters:?}");
+        assert!(enters.iter().any(|r| r.0 == elsewhere));
+        assert_eq!(closes(&records, old_id), [0]);
+        assert_empty(&d, &shared);
+    }
+
+    #[test]
+    fn closes_on_another_thread_racing_with_displacement_leave_nothing_behind() {
+        let (d, shared, _rx) = rig();
+        let (tx, spans) = std::sync::mpsc::sync_channel::<tracing::Span>(RING);
+        let closer = std::thread::spawn(move || {
+            for span in spans {
+                drop(span);
+            }
+        });
+        dispatcher::with_default(&d, || {
+            for i in 0..20_000u64 {
+                // Still open (queued for the closer) when newer spans need its entry.
+                let span = info_span!("queued", i);
+                if i % 3 == 0 {
+                    span.in_scope(|| ());
+                }
+                tx.send(span).unwrap();
+                if i % 64 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        drop(tx);
+        closer.join().unwrap();
+        assert_empty(&d, &shared);
+    }
+
+    #[test]
+    fn ids_carry_the_thread_and_count_up() {
+        let (d, shared, _rx) = rig();
+        let ids = |n: usize| {
+            let d = d.clone();
+            move || {
+                dispatcher::with_default(&d, || {
+                    (0..n).map(|_| info_span!("x").id().unwrap().into_u64()).collect()
+                })
+            }
+        };
+        let first: Vec<u64> = ids(3)();
+        let second: Vec<u64> = std::thread::spawn(ids(2)).join().unwrap();
+        let third: Vec<u64> = ids(1)();
+        assert_eq!(first, [(1 << SEQ_BITS) | 1, (1 << SEQ_BITS) | 2, (1 << SEQ_BITS) | 3]);
+        assert_eq!(second, [(2 << SEQ_BITS) | 1, (2 << SEQ_BITS) | 2]);
+        assert_eq!(third, [(1 << SEQ_BITS) | 4]);
+        assert_empty(&d, &shared);
     }
 }

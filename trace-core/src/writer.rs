@@ -223,6 +223,8 @@ type Spans = IdMap<OwnedFields>;
 
 pub(crate) struct Writer {
     threads: Arc<Threads>,
+    /// The channel, to tell whether more is waiting in it.
+    rx: Receiver<Msg>,
     sinks: Vec<SinkFile>,
     lanes: Vec<Option<Lane>>,
     spans: Spans,
@@ -244,7 +246,7 @@ pub(crate) struct Outcome {
 impl Writer {
     /// A writer whose sinks have started.
     fn start(threads: Arc<Threads>, p: Pending) -> Writer {
-        let Pending { rx: _, recycle, mut sinks, start } = p;
+        let Pending { rx, recycle, mut sinks, start } = p;
         let info = Start {
             command: &start.command,
             stem: &start.stem,
@@ -260,6 +262,7 @@ impl Writer {
         let anchors = threads.stamps.ticks.then(|| Anchors::new(threads.stamps.first_anchor));
         Writer {
             threads,
+            rx,
             sinks,
             lanes: Vec::new(),
             spans: IdMap::default(),
@@ -336,7 +339,11 @@ impl Writer {
 
     fn taken(&mut self, index: u32, taken: Taken) {
         let arrival = match taken.batch {
-            Some(batch) => Arrival::Records { batch, until: taken.until, bytes: 0 },
+            Some(batch) => {
+                let bytes = batch.bytes();
+                self.threads.handoff.taken(bytes);
+                Arrival::Records { batch, until: taken.until, bytes }
+            }
             None => Arrival::Mark { until: taken.until },
         };
         self.arrive(index, taken.seq, arrival);
@@ -360,6 +367,11 @@ impl Writer {
     /// the merge back, takes its partial batch and tries again.
     fn advance(&mut self) {
         self.drain(self.watermark());
+        // While batches wait in the channel, they may be what holds the merge
+        // back: take them in first, and take from the threads only once caught up.
+        if !self.rx.is_empty() {
+            return;
+        }
         let Some(head) = self.least_head() else { return };
         // The threads that hold the merge back and have nothing in flight.
         let behind: Vec<u32> = {

@@ -13,6 +13,8 @@ pub struct Seen {
     pub begins: Vec<(u64, String, String)>,
     /// (tid, name, recorded fields as text, unclosed)
     pub ends: Vec<(u64, String, String, bool)>,
+    /// (name, every field of the span as text) per end
+    pub end_fields: Vec<(String, String)>,
     pub instants: u64,
     pub threads: Vec<(u64, String)>,
     pub order: Vec<String>,
@@ -60,10 +62,11 @@ impl Sink for Collect {
                 }
                 s.begins.push((thread, site.name.to_string(), text(fields)))
             }
-            Event::SpanEnd { thread, site, recorded, unclosed, .. } => {
+            Event::SpanEnd { thread, site, fields, recorded, unclosed, .. } => {
                 if s.order.len() < 10_000 {
                     s.order.push(format!("E {}", site.name));
                 }
+                s.end_fields.push((site.name.to_string(), text(fields)));
                 s.ends.push((thread, site.name.to_string(), text(recorded), unclosed))
             }
             Event::Instant { .. } => s.instants += 1,
@@ -80,14 +83,31 @@ impl Sink for Collect {
     }
 }
 
+/// The two front-ends of the record protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Front {
+    /// The capture's own subscriber (`Session::start`).
+    Own,
+    /// A `CaptureLayer` on the registry (`Session::start_with_layer`).
+    Layer,
+}
+
+/// Both front-ends, for tests that must hold under either.
+pub const FRONTS: [Front; 2] = [Front::Own, Front::Layer];
+
 /// A session into a fresh temporary directory with the collecting sink, at
 /// `trace` level.
 pub fn session(command: &str) -> (Session, Collected) {
-    session_filtered(command, "trace")
+    session_on(Front::Own, command, "trace")
 }
 
 /// The same with `filter` as `T_TRACE_FILTER`.
 pub fn session_filtered(command: &str, filter: &str) -> (Session, Collected) {
+    session_on(Front::Own, command, filter)
+}
+
+/// A session with `filter` recorded by the front-end `front`.
+pub fn session_on(front: Front, command: &str, filter: &str) -> (Session, Collected) {
     let dir = tempfile::tempdir().unwrap().keep();
     let config = Config::from_lookup("T", &[], |n| match n {
         "T_TRACE_DIR" => Some(dir.clone().into()),
@@ -97,6 +117,14 @@ pub fn session_filtered(command: &str, filter: &str) -> (Session, Collected) {
     .unwrap()
     .unwrap();
     let collected = Collected::default();
-    let session = Session::start(&config, command, vec![Box::new(Collect(collected.clone()))]).unwrap();
+    let sinks: Vec<Box<dyn Sink>> = vec![Box::new(Collect(collected.clone()))];
+    let session = match front {
+        // Forwarding to nothing: a test harness may have a default of its own.
+        Front::Own => Session::start_forwarding(&config, command, sinks, None),
+        Front::Layer => {
+            Session::start_with_layer(&config, command, sinks, tracing_subscriber::layer::Identity::new())
+        }
+    }
+    .unwrap();
     (session, collected)
 }

@@ -5,7 +5,10 @@
 mod alloc;
 mod bad_input;
 mod collect;
+mod cross_thread;
+mod filter_props;
 mod flood;
+mod isolation;
 mod stream;
 mod subscriber;
 mod writer_start;

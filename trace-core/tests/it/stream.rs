@@ -2,11 +2,17 @@
 
 use tracing::{info_span, trace_span};
 
-use crate::collect::session;
+use crate::collect::{session_on, Front, FRONTS};
 
 #[test]
 fn fields_at_creation_are_on_the_begin_and_later_ones_on_the_end() {
-    let (s, seen) = session("fields");
+    for front in FRONTS {
+        fields_at_creation_are_on_the_begin_and_later_ones_on_the_end_on(front);
+    }
+}
+
+fn fields_at_creation_are_on_the_begin_and_later_ones_on_the_end_on(front: Front) {
+    let (s, seen) = session_on(front, "fields", "trace");
     s.in_scope(|| {
         let span = info_span!("job", id = 7u64, delta = -3i64, label = "x", done = tracing::field::Empty);
         let _g = span.enter();
@@ -23,7 +29,13 @@ fn fields_at_creation_are_on_the_begin_and_later_ones_on_the_end() {
 
 #[test]
 fn every_end_closes_the_innermost_open_span_of_its_thread() {
-    let (s, seen) = session("nest");
+    for front in FRONTS {
+        every_end_closes_the_innermost_open_span_of_its_thread_on(front);
+    }
+}
+
+fn every_end_closes_the_innermost_open_span_of_its_thread_on(front: Front) {
+    let (s, seen) = session_on(front, "nest", "trace");
     s.in_scope(|| {
         info_span!("a").in_scope(|| {
             info_span!("b").in_scope(|| trace_span!("c").in_scope(|| ()));
@@ -39,7 +51,13 @@ fn every_end_closes_the_innermost_open_span_of_its_thread() {
 
 #[test]
 fn a_span_still_open_at_the_end_is_closed_and_marked_unclosed() {
-    let (s, seen) = session("open");
+    for front in FRONTS {
+        a_span_still_open_at_the_end_is_closed_and_marked_unclosed_on(front);
+    }
+}
+
+fn a_span_still_open_at_the_end_is_closed_and_marked_unclosed_on(front: Front) {
+    let (s, seen) = session_on(front, "open", "trace");
     s.in_scope(|| {
         let outer = info_span!("outer").entered();
         std::mem::forget(outer);
@@ -53,7 +71,13 @@ fn a_span_still_open_at_the_end_is_closed_and_marked_unclosed() {
 
 #[test]
 fn each_thread_is_named_once_before_its_first_span() {
-    let (s, seen) = session("threads");
+    for front in FRONTS {
+        each_thread_is_named_once_before_its_first_span_on(front);
+    }
+}
+
+fn each_thread_is_named_once_before_its_first_span_on(front: Front) {
+    let (s, seen) = session_on(front, "threads", "trace");
     s.in_scope(|| {
         let h = trace_core::spawn("helper", || {
             for _ in 0..3 {
@@ -73,12 +97,79 @@ fn each_thread_is_named_once_before_its_first_span() {
     assert!(seen.begins.iter().all(|b| b.1 != "work" || b.0 == helper));
 }
 
+/// Asks a thread the command left running to record a span, from inside its
+/// `finish`: after the capture has taken every thread's last records.
+struct AskAtFinish {
+    ask: std::sync::mpsc::Sender<()>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl trace_core::Sink for AskAtFinish {
+    fn name(&self) -> &'static str {
+        "ask"
+    }
+    fn suffix(&self) -> &'static str {
+        "ask.txt"
+    }
+    fn event(
+        &mut self,
+        _event: &trace_core::Event<'_>,
+        _out: &mut dyn std::io::Write,
+    ) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn finish(
+        &mut self,
+        _end: &trace_core::Finish<'_>,
+        _out: &mut dyn std::io::Write,
+    ) -> std::io::Result<()> {
+        self.ask.send(()).unwrap();
+        self.done.recv().unwrap();
+        Ok(())
+    }
+}
+
 #[test]
-fn events_after_the_capture_finished_go_nowhere_and_do_not_panic() {
-    let (s, seen) = session("late");
-    let dispatch = s.dispatch().clone();
-    s.in_scope(|| info_span!("in_time").in_scope(|| ()));
-    s.finish();
-    tracing::dispatcher::with_default(&dispatch, || info_span!("too_late").in_scope(|| ()));
-    assert!(seen.lock().begins.iter().all(|b| b.1 != "too_late"));
+fn records_of_a_thread_left_running_while_the_capture_finishes_are_counted_as_late() {
+    for front in FRONTS {
+        let dir = tempfile::tempdir().unwrap();
+        let config =
+            trace_core::Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
+                .unwrap()
+                .unwrap();
+        let (ask_tx, ask_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let sinks: Vec<Box<dyn trace_core::Sink>> =
+            vec![Box::new(AskAtFinish { ask: ask_tx, done: done_rx })];
+        let s = match front {
+            Front::Own => trace_core::Session::start_forwarding(&config, "late", sinks, None),
+            Front::Layer => trace_core::Session::start_with_layer(
+                &config,
+                "late",
+                sinks,
+                tracing_subscriber::layer::Identity::new(),
+            ),
+        }
+        .unwrap();
+        let worker = s.in_scope(|| {
+            trace_core::spawn("left-running", move || {
+                info_span!("in_time").in_scope(|| ());
+                ask_rx.recv().unwrap();
+                info_span!("too_late").in_scope(|| ());
+                done_tx.send(()).unwrap();
+            })
+            .unwrap()
+        });
+        let report = s.finish();
+        worker.join().unwrap();
+        // At least the enter and the exit of `too_late`.
+        assert!(report.late_records >= 2, "{front:?}: {report:?}");
+        assert!(!report.is_complete());
+        assert!(
+            report.warnings().iter().any(|w| w.contains("after the trace finished")),
+            "{:?}",
+            report.warnings()
+        );
+        assert!(report.files[0].complete);
+    }
 }

@@ -66,6 +66,48 @@ fn with_a_trace_sink_failing_mid_run_the_summary_is_written_and_names_the_incomp
     assert_eq!((step.count, step.field_sums["i"]), (20, 190));
 }
 
+/// A trace sink that panics on its 100th event.
+struct PanicsOnTheHundredth(u64);
+
+impl Sink for PanicsOnTheHundredth {
+    fn name(&self) -> &'static str {
+        "panicky"
+    }
+    fn suffix(&self) -> &'static str {
+        "panicky.txt"
+    }
+    fn event(&mut self, _: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
+        self.0 += 1;
+        assert!(self.0 < 100, "the sink's own bug at event {}", self.0);
+        writeln!(out, "event {}", self.0)
+    }
+    fn finish(&mut self, _: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "end")
+    }
+}
+
+#[test]
+fn with_a_trace_sink_that_panics_the_summary_completes_and_names_the_sink() {
+    let dir = tempfile::tempdir().unwrap();
+    let sinks: Vec<Box<dyn Sink>> = vec![Box::new(PanicsOnTheHundredth(0)), Box::new(SummarySink::new())];
+    let session = Session::start(&config(dir.path()), "panicky", sinks).unwrap();
+    session.in_scope(|| {
+        for i in 0..300u64 {
+            tracing::info_span!("step", i).in_scope(|| ());
+        }
+    });
+    let report = session.finish();
+    assert!(!report.files[0].complete);
+    assert!(report.files[1].complete, "the summary itself is complete: {report:?}");
+    assert!(dir.path().join(format!("{}.panicky.txt.partial", report.stem)).exists());
+    let t = Timings::from_path(&report.files[1].path).unwrap();
+    assert!(!t.trace_complete);
+    let why = t.files[0].error.as_deref().unwrap();
+    assert!(why.contains("panicky sink panicked") && why.contains("event 100"), "{why}");
+    let step = t.spans.iter().find(|s| s.name == "step").unwrap();
+    assert_eq!(step.count, 300, "the summary saw every span");
+}
+
 fn write_with_version(dir: &Path, version: &str) -> std::path::PathBuf {
     let sinks: Vec<Box<dyn Sink>> = vec![Box::new(SummarySink::new())];
     let report = Session::start(&config(dir), "v", sinks).unwrap().finish();
