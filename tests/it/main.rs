@@ -6,6 +6,7 @@ mod demo_process;
 mod faults;
 mod in_process;
 mod minibuild;
+mod otlp;
 mod perfetto;
 mod reliability;
 mod summary;
