@@ -230,3 +230,46 @@ fn otel_variables_shape_the_resource_and_a_malformed_one_is_a_warning() {
     let decoded = decode(&one(bad.path(), ".otlp.json"));
     assert!(decoded["spans"][0]["resource"].get("team").is_none());
 }
+
+#[test]
+fn ninja_actions_and_test_executables_are_spans_under_the_root_as_long_as_their_chrome_slices() {
+    let project = tempfile::tempdir().unwrap();
+    let traces = tempfile::tempdir().unwrap();
+    let out = Command::new(example_exe("minibuild"))
+        .arg(project.path())
+        .env("CABIN_TRACE_DIR", traces.path())
+        .env("CABIN_TRACE_FORMAT", "chrome,otlp")
+        .env_remove("CABIN_TRACE_FILTER")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let decoded = decode(&one(traces.path(), ".otlp.json"));
+    let chrome: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(one(traces.path(), ".trace.json")).unwrap()).unwrap();
+    let spans = decoded["spans"].as_array().unwrap();
+    let root = spans.iter().find(|s| s["parent_span_id"].is_null()).unwrap();
+    for lane in ["ninja", "tests"] {
+        let mut ours: Vec<(String, i128)> = spans
+            .iter()
+            .filter(|s| s["attributes"]["cabin_trace.lane"] == lane)
+            .inspect(|s| assert_eq!(s["parent_span_id"], root["span_id"], "{s}"))
+            .map(|s| {
+                let dur = i128::from(s["end"].as_u64().unwrap()) - i128::from(s["start"].as_u64().unwrap());
+                (s["name"].as_str().unwrap().to_string(), dur)
+            })
+            .collect();
+        let mut theirs: Vec<(String, i128)> = chrome
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == lane)
+            .map(|e| (e["name"].as_str().unwrap().to_string(), chrome_ns(&e["dur"])))
+            .collect();
+        ours.sort();
+        theirs.sort();
+        assert!(!ours.is_empty(), "the {lane} lane has spans");
+        assert_eq!(ours.len(), theirs.len(), "{lane}");
+        for (o, t) in ours.iter().zip(&theirs) {
+            assert_eq!(o.0, t.0);
+            assert!((o.1 - t.1).abs() <= 1000, "{o:?} {t:?}");
+        }
+    }
+}
