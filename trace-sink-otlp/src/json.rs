@@ -79,24 +79,22 @@ pub(crate) fn key_value(buf: &mut Vec<u8>, key: &str, v: &Value<'_>) {
     buf.push(b'}');
 }
 
-/// Appends `"attributes":[...]` holding `fields` and then `extra`, each
-/// preceded by a comma when `comma` is set. Writes nothing when both are empty.
-pub(crate) fn attributes(buf: &mut Vec<u8>, comma: bool, fields: &[Field<'_>], extra: &[(&str, Value<'_>)]) {
-    if fields.is_empty() && extra.is_empty() {
-        return;
-    }
-    if comma {
-        buf.push(b',');
-    }
-    buf.extend_from_slice(br#""attributes":["#);
-    let pairs = fields.iter().map(|f| (f.name, f.value)).chain(extra.iter().copied());
-    for (i, (k, v)) in pairs.enumerate() {
-        if i > 0 {
-            buf.push(b',');
-        }
+/// Appends `,"attributes":[...]` holding `pairs`, or nothing when there are none.
+pub(crate) fn attributes<'a>(buf: &mut Vec<u8>, pairs: impl IntoIterator<Item = (&'a str, Value<'a>)>) {
+    let mut any = false;
+    for (k, v) in pairs {
+        buf.extend_from_slice(if any { b"," } else { br#","attributes":["# });
+        any = true;
         key_value(buf, k, &v);
     }
-    buf.push(b']');
+    if any {
+        buf.push(b']');
+    }
+}
+
+/// The pairs of `fields`, for [`attributes`].
+pub(crate) fn pairs<'a>(fields: &'a [Field<'a>]) -> impl Iterator<Item = (&'a str, Value<'a>)> + 'a {
+    fields.iter().map(|f| (f.name, f.value))
 }
 
 #[cfg(test)]

@@ -238,42 +238,8 @@ impl OtlpSink {
         self.root_id
     }
 
-    fn unix_ns(&self, ts: u64) -> u64 {
-        let ns = self.anchor_unix_ns + (i128::from(ts) - i128::from(self.start_ns));
-        ns.clamp(0, i128::from(u64::MAX)) as u64
-    }
-
-    /// Appends one span to the current line.
-    fn span(&mut self, s: &SpanRecord<'_>, extra: &[(&str, Value<'_>)]) {
-        let start = self.unix_ns(s.begin_ns);
-        let end = self.unix_ns(s.end_ns);
-        let b = &mut self.spans;
-        if !b.is_empty() {
-            b.push(b',');
-        }
-        b.extend_from_slice(br#"{"traceId":"#);
-        json::hex(b, &self.context.trace_id);
-        b.extend_from_slice(br#","spanId":"#);
-        json::hex(b, &s.id);
-        if let Some(parent) = s.parent {
-            b.extend_from_slice(br#","parentSpanId":"#);
-            json::hex(b, &parent);
-        }
-        b.extend_from_slice(br#","name":"#);
-        json::string(b, s.name);
-        b.extend_from_slice(br#","kind":"#);
-        b.push(b'0' + KIND_INTERNAL);
-        b.extend_from_slice(br#","startTimeUnixNano":"#);
-        json::quoted_int(b, start);
-        b.extend_from_slice(br#","endTimeUnixNano":"#);
-        json::quoted_int(b, end);
-        json::attributes(b, true, s.fields, extra);
-        if !s.events.is_empty() {
-            b.extend_from_slice(br#","events":["#);
-            b.extend_from_slice(s.events);
-            b.push(b']');
-        }
-        b.extend_from_slice(br#","status":{"code":0}}"#);
+    fn clock(&self) -> Clock {
+        Clock { anchor_unix_ns: self.anchor_unix_ns, start_ns: self.start_ns }
     }
 
     /// Encodes a span event into `events`.
@@ -295,11 +261,10 @@ impl OtlpSink {
         events.extend_from_slice(br#","name":"#);
         json::string(events, message.unwrap_or(site.name));
         // The message is the name; every other field is an attribute.
-        let rest: Vec<Field<'_>> =
-            fields.iter().filter(|f| message.is_none() || f.name != "message").copied().collect();
+        let rest = json::pairs(fields).filter(|(name, _)| message.is_none() || *name != "message");
         let extra =
             [("code.namespace", Value::Str(site.target)), ("tracing.level", Value::Str(site.level.as_str()))];
-        json::attributes(events, true, &rest, &extra);
+        json::attributes(events, rest.chain(extra));
         events.push(b'}');
     }
 
@@ -318,7 +283,8 @@ impl OtlpSink {
             ("cabin_trace.lane", Value::Str(slice.lane)),
             ("cabin_trace.track", Value::U64(slice.track.into())),
         ];
-        self.span(&record, &extra);
+        let clock = self.clock();
+        write_span(&mut self.spans, &self.context.trace_id, clock, &record, extra);
     }
 
     /// Writes the current line, if it holds any span.
@@ -340,6 +306,57 @@ impl OtlpSink {
         }
         Ok(())
     }
+}
+
+/// Places monotonic times on the wall clock.
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    /// Wall-clock nanoseconds of `start_ns`.
+    anchor_unix_ns: i128,
+    start_ns: u64,
+}
+
+impl Clock {
+    fn unix_ns(self, ts: u64) -> u64 {
+        let ns = self.anchor_unix_ns + (i128::from(ts) - i128::from(self.start_ns));
+        ns.clamp(0, i128::from(u64::MAX)) as u64
+    }
+}
+
+/// Appends one span to `b`, the spans of the current line.
+fn write_span<'a>(
+    b: &mut Vec<u8>,
+    trace_id: &TraceId,
+    clock: Clock,
+    s: &SpanRecord<'a>,
+    extra: impl IntoIterator<Item = (&'a str, Value<'a>)>,
+) {
+    if !b.is_empty() {
+        b.push(b',');
+    }
+    b.extend_from_slice(br#"{"traceId":"#);
+    json::hex(b, trace_id);
+    b.extend_from_slice(br#","spanId":"#);
+    json::hex(b, &s.id);
+    if let Some(parent) = s.parent {
+        b.extend_from_slice(br#","parentSpanId":"#);
+        json::hex(b, &parent);
+    }
+    b.extend_from_slice(br#","name":"#);
+    json::string(b, s.name);
+    b.extend_from_slice(br#","kind":"#);
+    b.push(b'0' + KIND_INTERNAL);
+    b.extend_from_slice(br#","startTimeUnixNano":"#);
+    json::quoted_int(b, clock.unix_ns(s.begin_ns));
+    b.extend_from_slice(br#","endTimeUnixNano":"#);
+    json::quoted_int(b, clock.unix_ns(s.end_ns));
+    json::attributes(b, json::pairs(s.fields).chain(extra));
+    if !s.events.is_empty() {
+        b.extend_from_slice(br#","events":["#);
+        b.extend_from_slice(s.events);
+        b.push(b']');
+    }
+    b.extend_from_slice(br#","status":{"code":0}}"#);
 }
 
 /// What a span is written from.
@@ -434,22 +451,20 @@ impl Sink for OtlpSink {
                     fields,
                     events: &open.events,
                 };
-                let thread_name = self.threads.get(&thread).cloned();
-                let mut extra = vec![
-                    ("thread.id", Value::U64(thread)),
-                    ("code.namespace", Value::Str(site.target)),
-                    ("tracing.level", Value::Str(site.level.as_str())),
-                ];
-                if let Some(name) = &thread_name {
-                    extra.insert(1, ("thread.name", Value::Str(name)));
-                }
-                if unclosed {
-                    extra.push(("cabin_trace.unclosed", Value::Bool(true)));
-                }
-                self.span(&record, &extra);
+                let thread_name = self.threads.get(&thread).map(|n| ("thread.name", Value::Str(n)));
+                let extra = [("thread.id", Value::U64(thread))]
+                    .into_iter()
+                    .chain(thread_name)
+                    .chain([
+                        ("code.namespace", Value::Str(site.target)),
+                        ("tracing.level", Value::Str(site.level.as_str())),
+                    ])
+                    .chain(unclosed.then_some(("cabin_trace.unclosed", Value::Bool(true))));
+                let clock = self.clock();
+                write_span(&mut self.spans, &self.context.trace_id, clock, &record, extra);
             }
             Event::Instant { thread, ts, site, fields, .. } => {
-                let time = self.unix_ns(ts);
+                let time = self.clock().unix_ns(ts);
                 let root_thread = self.root_thread;
                 let target = match self.open.get_mut(&thread).and_then(|s| s.last_mut()) {
                     Some(open) => &mut open.events,
@@ -487,7 +502,9 @@ impl Sink for OtlpSink {
                 fields: &[],
                 events: &orphans,
             };
-            self.span(&record, &[("cabin_trace.outside_spans", Value::Bool(true))]);
+            let extra = [("cabin_trace.outside_spans", Value::Bool(true))];
+            let clock = self.clock();
+            write_span(&mut self.spans, &self.context.trace_id, clock, &record, extra);
         }
         self.write_line(out)?;
         out.flush()

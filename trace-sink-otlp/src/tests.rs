@@ -252,3 +252,22 @@ fn the_resource_names_the_service_process_and_host() {
     assert_eq!(attr(res, "team").unwrap()["stringValue"], "b");
     assert_eq!(lines[0]["resourceSpans"][0]["scopeSpans"][0]["scope"]["name"], SCOPE_NAME);
 }
+
+#[test]
+fn a_span_still_open_at_the_end_is_written_and_marked_unclosed() {
+    let events = [
+        begin(1, START_NS, "command"),
+        Event::SpanEnd {
+            thread: 1,
+            ts: START_NS + 9,
+            begin_ts: START_NS,
+            site: site("command"),
+            fields: &[],
+            recorded: &[],
+            unclosed: true,
+        },
+    ];
+    let spans = spans(&run(&mut OtlpSink::new(), &events, START_NS + 9));
+    assert_eq!(attr(&spans[0], "cabin_trace.unclosed").unwrap()["boolValue"], true);
+    assert_eq!(spans[0]["endTimeUnixNano"], (START_MS as u128 * 1_000_000 + 9).to_string());
+}
