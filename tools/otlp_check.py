@@ -5,6 +5,9 @@ Usage:
     otlp_check.py json FILE          # OTLP/JSON Lines (TracesData or MetricsData per line)
     otlp_check.py pb traces FILE     # one protobuf ExportTraceServiceRequest
     otlp_check.py pb metrics FILE    # one protobuf ExportMetricsServiceRequest
+    otlp_check.py pb-canonical traces|metrics FILE
+                                     # the same, and the body must be byte for byte
+                                     # what the official encoder writes for it
 
 For JSON, the OTLP rules that generic protobuf JSON does not share are checked
 first, explicitly: every key is lowerCamelCase; trace and span ids are
@@ -182,7 +185,7 @@ def check_json(path):
     return {"lines": lines, "spans": spans, "metrics": metrics}
 
 
-def check_pb(signal, path):
+def check_pb(signal, path, canonical=False):
     with open(path, "rb") as f:
         body = f.read()
     if signal == "traces":
@@ -195,9 +198,15 @@ def check_pb(signal, path):
         msg.ParseFromString(body)
     except Exception as e:  # DecodeError, and anything the runtime raises on bad bytes
         raise Violation(f"{path}: not a valid {type(msg).__name__}: {e}")
-    if msg.SerializeToString() != body:
-        # Field order or encoding differs from the canonical one: not wrong, but say so.
-        print(f"otlp_check: {path}: re-encoding differs from the body (non-canonical order)", file=sys.stderr)
+    again = msg.SerializeToString()
+    if again != body:
+        # Field order or encoding differs from the official encoder's: valid
+        # protobuf still, but a sign of a field written out of place.
+        at = next((i for i, (a, b) in enumerate(zip(again, body)) if a != b), min(len(again), len(body)))
+        why = f"{path}: differs from the official encoding from byte {at} ({len(body)} vs {len(again)} bytes)"
+        if canonical:
+            raise Violation(why)
+        print(f"otlp_check: {why}", file=sys.stderr)
     if signal == "traces":
         return {"lines": 1, "spans": plain_traces(msg), "metrics": []}
     return {"lines": 1, "spans": [], "metrics": plain_metrics(msg)}
@@ -207,8 +216,8 @@ def main(argv):
     try:
         if len(argv) == 3 and argv[1] == "json":
             result = check_json(argv[2])
-        elif len(argv) == 4 and argv[1] == "pb":
-            result = check_pb(argv[2], argv[3])
+        elif len(argv) == 4 and argv[1] in ("pb", "pb-canonical"):
+            result = check_pb(argv[2], argv[3], canonical=argv[1] == "pb-canonical")
         else:
             sys.exit(__doc__)
     except Violation as e:

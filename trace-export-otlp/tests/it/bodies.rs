@@ -88,7 +88,7 @@ fn summaries_become_metrics_with_units_labels_and_the_summaries_figures() {
 }
 
 #[test]
-fn protobuf_bodies_decode_with_the_official_classes_to_what_the_json_holds() {
+fn protobuf_bodies_are_what_the_official_encoder_writes_for_what_the_json_holds() {
     let dir = tempfile::tempdir().unwrap();
     let c = capture(dir.path(), "build");
     // Traces: the sink's file, read back and encoded.
@@ -97,7 +97,7 @@ fn protobuf_bodies_decode_with_the_official_classes_to_what_the_json_holds() {
     let data = TracesData::from_json(&serde_json::from_str(text.lines().next().unwrap()).unwrap()).unwrap();
     let pb = dir.path().join("traces.pb");
     std::fs::write(&pb, proto::encode_traces(&data)).unwrap();
-    let from_pb = check(&[OsStr::new("pb"), OsStr::new("traces"), pb.as_os_str()]);
+    let from_pb = check(&[OsStr::new("pb-canonical"), OsStr::new("traces"), pb.as_os_str()]);
     assert_eq!(from_pb["spans"], from_json["spans"]);
     assert!(from_pb["spans"].as_array().unwrap().len() >= 5);
     let resolve = from_pb["spans"].as_array().unwrap().iter().find(|s| s["name"] == "resolve").unwrap();
@@ -110,7 +110,7 @@ fn protobuf_bodies_decode_with_the_official_classes_to_what_the_json_holds() {
     let data = MetricsData::from_json(&serde_json::from_str(text.trim()).unwrap()).unwrap();
     let pb = dir.path().join("metrics.pb");
     std::fs::write(&pb, proto::encode_metrics(&data)).unwrap();
-    let from_pb = check(&[OsStr::new("pb"), OsStr::new("metrics"), pb.as_os_str()]);
+    let from_pb = check(&[OsStr::new("pb-canonical"), OsStr::new("metrics"), pb.as_os_str()]);
     assert_eq!(from_pb["metrics"], from_json["metrics"]);
 }
 

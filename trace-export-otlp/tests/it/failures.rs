@@ -193,3 +193,16 @@ fn no_endpoint_is_a_usage_error_saying_how_to_give_one() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{}", stderr(&out));
 }
+
+#[test]
+fn an_https_endpoint_without_the_tls_feature_says_how_to_get_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = capture(dir.path(), "build");
+    let (out, _) = export(&["--endpoint", "https://127.0.0.1:1", c.otlp.to_str().unwrap()]);
+    if cfg!(feature = "tls") {
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    } else {
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("https://127.0.0.1:1/v1/traces: HTTPS needs"), "{}", stderr(&out));
+    }
+}
