@@ -89,12 +89,14 @@ pub use trace_summary::Timings;
 /// The prefix `cabin` uses.
 pub const CABIN_PREFIX: &str = "CABIN";
 
-/// The trace formats a capture can write, in `<P>_TRACE_FORMAT` spelling.
-pub const FORMATS: &[&str] = &[trace_sink_chrome::NAME, trace_sink_perfetto::NAME, trace_sink_otlp::NAME];
+/// The trace formats written when `<P>_TRACE_FORMAT` is unset, in its
+/// spelling: every format but `otlp`, which is for CI fleets that send traces
+/// on to a collector. (A configuration built with these as its known formats
+/// writes exactly these.)
+pub const FORMATS: &[&str] = &[trace_sink_chrome::NAME, trace_sink_perfetto::NAME];
 
-/// The formats written when `<P>_TRACE_FORMAT` is unset: all but `otlp`, which
-/// is for CI fleets that send traces on to a collector.
-pub const DEFAULT_FORMATS: &[&str] = &[trace_sink_chrome::NAME, trace_sink_perfetto::NAME];
+/// Every trace format a capture can write, `otlp` included.
+pub const ALL_FORMATS: &[&str] = &[trace_sink_chrome::NAME, trace_sink_perfetto::NAME, trace_sink_otlp::NAME];
 
 type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
@@ -119,7 +121,7 @@ impl Capture {
     /// assert!(!capture.is_enabled());
     /// ```
     pub fn from_env(prefix: &str) -> Result<Capture, ConfigError> {
-        Ok(Capture { config: Config::from_env_with_defaults(prefix, FORMATS, DEFAULT_FORMATS)?, layer: None })
+        Ok(Capture { config: Config::from_env_with_defaults(prefix, ALL_FORMATS, FORMATS)?, layer: None })
     }
 
     /// A capture from a configuration built elsewhere (`None`: off).
