@@ -12,6 +12,11 @@
 //! at the end, each repeating the resource, so a large capture is several lines
 //! and the sink never holds the whole trace.
 //!
+//! It is the most verbose format: on the demo at `debug` (40,000 spans, two
+//! integer fields each) about 580 bytes a span, against about 210 for the
+//! Chrome JSON and 9 for Perfetto, since every span repeats the trace id and
+//! names its thread, target and level. That is why it is not a default.
+//!
 //! | capture | OTLP |
 //! | --- | --- |
 //! | the capture | one trace: a fresh random 128-bit trace id, or the one given by [`OtlpSink::with_context`] |
