@@ -5,7 +5,8 @@
 //! prefix). With `CABIN_TRACE_DIR=<dir>` set, the command's `tracing` spans and
 //! events are written to `<dir>/<stem>.trace.json` (Chrome JSON),
 //! `<dir>/<stem>.pftrace` (Perfetto) and `<dir>/<stem>.timings.json` (the
-//! summary); unset, the command runs as if this crate were not there.
+//! summary), and on request `<dir>/<stem>.otlp.json` (OpenTelemetry); unset,
+//! the command runs as if this crate were not there.
 //!
 //! # The map of the workspace
 //!
@@ -14,6 +15,7 @@
 //! | [`trace_core`] | configuration, scoping, the hot path, the event model, the [`Sink`] trait, the writer thread, files |
 //! | [`trace_sink_chrome`] | the Chrome trace-event JSON sink |
 //! | [`trace_sink_perfetto`] | the native Perfetto protobuf sink |
+//! | [`trace_sink_otlp`] | the OpenTelemetry sink: OTLP/JSON traces in a file, for CI to send to a collector |
 //! | [`trace_summary`] | the `timings.json` summary: model, aggregation, reader |
 //! | [`ninja_log`] | what one Ninja run added to `.ninja_log` |
 //!
@@ -50,7 +52,8 @@
 //! | --- | --- |
 //! | `CABIN_TRACE_DIR` | turns capture on; the directory is created if missing |
 //! | `CABIN_TRACE_FILTER` | `Targets` directives, e.g. `info,cabin_resolver=debug`; default `info` |
-//! | `CABIN_TRACE_FORMAT` | comma list of `chrome`, `perfetto`; default both. The summary is always written |
+//! | `CABIN_TRACE_FORMAT` | comma list of `chrome`, `perfetto`, `otlp`; default `chrome,perfetto`. The summary is always written |
+//! | `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES` | with `otlp`: the resource of the OTLP file (see [`trace_sink_otlp`]); a malformed value is a warning, and the file is written without it |
 //!
 //! Another tool uses its own prefix: `Capture::from_env("KACHE")` reads
 //! `KACHE_TRACE_DIR` and so on. Every value is checked before the command runs;
@@ -93,8 +96,14 @@ pub use trace_summary::Timings;
 /// The prefix `cabin` uses.
 pub const CABIN_PREFIX: &str = "CABIN";
 
-/// The trace formats a capture can write, in `<P>_TRACE_FORMAT` spelling.
+/// The trace formats written when `<P>_TRACE_FORMAT` is unset, in its
+/// spelling: every format but `otlp`, which is for CI fleets that send traces
+/// on to a collector. (A configuration built with these as its known formats
+/// writes exactly these.)
 pub const FORMATS: &[&str] = &[trace_sink_chrome::NAME, trace_sink_perfetto::NAME];
+
+/// Every trace format a capture can write, `otlp` included.
+pub const ALL_FORMATS: &[&str] = &[trace_sink_chrome::NAME, trace_sink_perfetto::NAME, trace_sink_otlp::NAME];
 
 type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
@@ -119,7 +128,10 @@ impl Capture {
     /// assert!(!capture.is_enabled());
     /// ```
     pub fn from_env(prefix: &str) -> Result<Capture, ConfigError> {
-        Ok(Capture { config: Config::from_env(prefix, FORMATS)?, layers: Vec::new() })
+        Ok(Capture {
+            config: Config::from_env_with_defaults(prefix, ALL_FORMATS, FORMATS)?,
+            layers: Vec::new(),
+        })
     }
 
     /// A capture from a configuration built elsewhere (`None`: off).
@@ -158,6 +170,13 @@ impl Capture {
         }
         if config.wants(trace_sink_perfetto::NAME) {
             sinks.push(Box::new(trace_sink_perfetto::PerfettoSink::new()));
+        }
+        if config.wants(trace_sink_otlp::NAME) {
+            let sink = trace_sink_otlp::OtlpSink::try_from_env().unwrap_or_else(|e| {
+                eprintln!("warning: {e}; the OTLP trace is written without these resource attributes");
+                trace_sink_otlp::OtlpSink::new()
+            });
+            sinks.push(Box::new(sink));
         }
         // The summary goes last: it reports whether the others' files are complete.
         sinks.push(Box::new(trace_summary::SummarySink::new()));

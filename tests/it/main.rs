@@ -8,6 +8,7 @@ mod faults;
 mod in_process;
 mod logging;
 mod minibuild;
+mod otlp;
 mod perfetto;
 mod reliability;
 mod summary;

@@ -61,6 +61,33 @@ impl Config {
         known_formats: &[&str],
         lookup: impl Fn(&str) -> Option<OsString>,
     ) -> Result<Option<Config>, ConfigError> {
+        Self::from_lookup_with_defaults(prefix, known_formats, known_formats, lookup)
+    }
+
+    /// Like [`Config::from_env`], with a default format list of its own:
+    /// `default_formats` (a subset of `known_formats`) when `<prefix>_TRACE_FORMAT`
+    /// is unset, so a format can be known without being written by default.
+    ///
+    /// ```
+    /// # use trace_core::Config;
+    /// let c = Config::from_env_with_defaults("DOCTEST_UNSET", &["chrome", "otlp"], &["chrome"]).unwrap();
+    /// assert!(c.is_none());
+    /// ```
+    pub fn from_env_with_defaults(
+        prefix: &str,
+        known_formats: &[&str],
+        default_formats: &[&str],
+    ) -> Result<Option<Config>, ConfigError> {
+        Self::from_lookup_with_defaults(prefix, known_formats, default_formats, |name| std::env::var_os(name))
+    }
+
+    /// Like [`Config::from_env_with_defaults`], reading variables through `lookup`.
+    pub fn from_lookup_with_defaults(
+        prefix: &str,
+        known_formats: &[&str],
+        default_formats: &[&str],
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Option<Config>, ConfigError> {
         let dir_var = format!("{prefix}_TRACE_DIR");
         let filter_var = format!("{prefix}_TRACE_FILTER");
         let format_var = format!("{prefix}_TRACE_FORMAT");
@@ -110,7 +137,7 @@ impl Config {
         };
 
         let formats = match lookup(&format_var) {
-            None => known_formats.iter().map(|s| s.to_string()).collect(),
+            None => default_formats.iter().map(|s| s.to_string()).collect(),
             Some(raw) => {
                 let text = utf8(&format_var, raw, ErrorKind::Format)?;
                 parse_formats(&text, known_formats).map_err(|why| {
@@ -280,6 +307,25 @@ mod tests {
             .unwrap();
         assert_eq!(c.filter_text(), "info");
         assert_eq!(c.formats(), ["chrome", "perfetto"]);
+    }
+
+    #[test]
+    fn a_known_format_outside_the_defaults_is_written_only_when_asked_for() {
+        let known = ["chrome", "perfetto", "otlp"];
+        let defaults = ["chrome", "perfetto"];
+        let c = Config::from_lookup_with_defaults(
+            "CABIN",
+            &known,
+            &defaults,
+            lookup(&[("CABIN_TRACE_DIR", "d")]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.formats(), defaults);
+        let vars = [("CABIN_TRACE_DIR", "d"), ("CABIN_TRACE_FORMAT", "otlp,chrome")];
+        let c =
+            Config::from_lookup_with_defaults("CABIN", &known, &defaults, lookup(&vars)).unwrap().unwrap();
+        assert_eq!(c.formats(), ["otlp", "chrome"]);
     }
 
     #[test]

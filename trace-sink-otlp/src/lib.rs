@@ -1,0 +1,520 @@
+//! Writes a capture as OpenTelemetry traces in the OTLP file format
+//! (`<stem>.otlp.json`), for any collector or backend a CI fleet already runs.
+//!
+//! # Overview
+//!
+//! The file is JSON Lines: each line is one `TracesData` message in OTLP/JSON,
+//! proto3's JSON mapping with OTLP's exceptions: trace and span ids are
+//! lowercase hex (32 and 16 characters, never base64), 64-bit integers
+//! (`startTimeUnixNano`, `endTimeUnixNano`, `timeUnixNano`, `intValue`) are
+//! decimal strings, enums (span kind, status code) are integers, keys are
+//! lowerCamelCase. A line is written once about 1 MiB of spans has built up and
+//! at the end, each repeating the resource, so a large capture is several lines
+//! and the sink never holds the whole trace.
+//!
+//! It is the most verbose format: on the demo at `debug` (40,000 spans, two
+//! integer fields each) about 580 bytes a span, against about 210 for the
+//! Chrome JSON and 9 for Perfetto, since every span repeats the trace id and
+//! names its thread, target and level. That is why it is not a default.
+//!
+//! | capture | OTLP |
+//! | --- | --- |
+//! | the capture | one trace: a fresh random 128-bit trace id, or the one given by [`OtlpSink::with_context`] |
+//! | a span's slice (enter to exit) | a span (`kind` 1, internal); a span entered twice is two spans |
+//! | nesting on a thread | `parentSpanId`: the innermost span open on the same thread |
+//! | the capture's root (its first outermost span, the façade's `command`) | the parent of every thread's outermost spans and of every lane slice |
+//! | span fields (at creation and recorded later) | span attributes: `intValue`, `doubleValue`, `boolValue`, `stringValue` (an unsigned value past `i64::MAX` stays exact as a string) |
+//! | the thread, target and level | attributes `thread.id`, `thread.name`, `code.namespace`, `tracing.level` |
+//! | a `tracing` event | a span event of the innermost open span on its thread (else of the root); named by its `message` |
+//! | a Ninja action or test executable (a lane slice) | a span, child of the root, with `cabin_trace.lane` and `cabin_trace.track` |
+//! | a span still open at the end | a span ending at the capture's end, with `cabin_trace.unclosed` = true |
+//!
+//! Resource attributes follow the semantic conventions: `service.name`,
+//! `process.pid`, `process.command` (`argv[0]`), `host.name`; then ours,
+//! `cabin_trace.command` and `cabin_trace.stem`; then whatever
+//! `OTEL_RESOURCE_ATTRIBUTES` adds or replaces.
+//!
+//! # Time
+//!
+//! The capture's timestamps are `CLOCK_MONOTONIC` nanoseconds; OTLP wants Unix
+//! nanoseconds. Each time is placed on the wall clock through the anchor the
+//! capture reads at its start ([`trace_core::Start`]): `start_unix_ms` (the
+//! wall clock, in whole milliseconds) and `start_ns` (the monotonic clock,
+//! read just after). Durations and the order of events are exact to the
+//! nanosecond; the absolute placement is not: every time is **between 0 and
+//! 1 ms early** (the anchor is truncated to the millisecond), plus the few tens
+//! of microseconds between the two clock reads, and carries whatever error the
+//! machine's wall clock had at that instant. Traces of different machines are
+//! aligned only as well as their clocks are.
+//!
+//! # Example
+//!
+//! ```
+//! use trace_core::{Config, Session, Sink};
+//! use trace_sink_otlp::OtlpSink;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let config = Config::from_lookup("DEMO", &["otlp"], |n| {
+//!     (n == "DEMO_TRACE_DIR").then(|| dir.path().into())
+//! })
+//! .unwrap()
+//! .unwrap();
+//! let sinks: Vec<Box<dyn Sink>> = vec![Box::new(OtlpSink::new())];
+//! let session = Session::start(&config, "build", sinks).unwrap();
+//! session.in_scope(|| tracing::info_span!("compile", files = 3).in_scope(|| ()));
+//! let report = session.finish();
+//! let text = std::fs::read_to_string(&report.files[0].path).unwrap();
+//! let line: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+//! let span = &line["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
+//! assert_eq!(span["name"], "compile");
+//! assert_eq!(span["traceId"].as_str().unwrap().len(), 32);
+//! assert_eq!(span["attributes"][0]["value"]["intValue"], "3");
+//! ```
+//!
+//! # Environment
+//!
+//! | variable | meaning |
+//! | --- | --- |
+//! | `OTEL_SERVICE_NAME` | `service.name`; else the one in `OTEL_RESOURCE_ATTRIBUTES`, else the captured command |
+//! | `OTEL_RESOURCE_ATTRIBUTES` | `key=value,...`, values percent-encoded; added to the resource. A malformed value is refused whole ([`OtlpSink::try_from_env`]) |
+//!
+//! Both are read when the sink is built ([`OtlpSink::try_from_env`]), before the
+//! command runs. No feature flags.
+//!
+//! # Why hand-written JSON
+//!
+//! The structure is written by hand, as the other sinks do; `serde_json` only
+//! escapes strings and formats doubles. The façade already builds `serde_json`
+//! (for the summary), so this costs no build time, while a serde model of OTLP
+//! (or `opentelemetry-proto`'s, which also builds the OpenTelemetry SDK) would
+//! need custom serialisers for exactly the fields where generic protobuf JSON
+//! is wrong for OTLP: hex ids and 64-bit integers as strings. The tests decode
+//! every line with the official `opentelemetry-proto` Python classes after
+//! checking the hex ids.
+//!
+//! # What it does not do
+//!
+//! It never touches the network: sending files to a collector is
+//! `trace-export-otlp`'s job, run by CI after the command. It writes no
+//! metrics, logs or span links, and counts of dropped records are in the
+//! summary, not here.
+
+#![deny(missing_docs)]
+
+mod ids;
+mod json;
+mod resource;
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use trace_core::{Event, Field, Finish, LaneSlice, Sink, Start, Tid, Value};
+
+pub use ids::{fresh_trace_id, SpanId, TraceId};
+pub use resource::{
+    parse_key_values, KeyValueError, KeyValueErrorKind, ResourceEnv, RESOURCE_ATTRIBUTES_VAR,
+    SERVICE_NAME_VAR,
+};
+
+use ids::SpanIds;
+use resource::ResourceValue;
+
+/// The sink's name in `<P>_TRACE_FORMAT`.
+pub const NAME: &str = "otlp";
+/// The file name after the stem.
+pub const SUFFIX: &str = "otlp.json";
+/// The instrumentation scope every span is written under.
+pub const SCOPE_NAME: &str = "cabin-trace";
+
+/// `SPAN_KIND_INTERNAL`.
+const KIND_INTERNAL: u8 = 1;
+/// A line is written once this many bytes of spans have built up.
+const LINE_AT: usize = 1 << 20;
+
+/// The trace a capture joins: its trace id and, for a capture started by
+/// another traced process, the span it runs under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceContext {
+    /// The trace id, never all zero.
+    pub trace_id: TraceId,
+    /// The parent of the capture's root span (the span of the process that
+    /// started this one), if any.
+    pub parent_span_id: Option<SpanId>,
+}
+
+impl TraceContext {
+    /// A new trace of its own: a fresh random id and no parent.
+    pub fn fresh() -> Self {
+        TraceContext { trace_id: fresh_trace_id(), parent_span_id: None }
+    }
+}
+
+/// A span open on a thread.
+#[derive(Debug)]
+struct Open {
+    id: SpanId,
+    parent: Option<SpanId>,
+    /// Its span events, encoded and comma-separated.
+    events: Vec<u8>,
+}
+
+/// The OTLP/JSON file sink. See the crate docs for the mapping.
+#[derive(Debug)]
+pub struct OtlpSink {
+    env: ResourceEnv,
+    context: TraceContext,
+    ids: SpanIds,
+    /// The root's id, drawn up front so lanes and other threads can name it
+    /// before (or without) the root span itself.
+    root_id: SpanId,
+    /// The thread of the root span while it is open.
+    root_thread: Option<Tid>,
+    root_claimed: bool,
+    command: String,
+    /// Wall-clock nanoseconds of `start_ns`.
+    anchor_unix_ns: i128,
+    start_ns: u64,
+    threads: HashMap<Tid, String>,
+    open: HashMap<Tid, Vec<Open>>,
+    /// Events outside every span while the root is not open.
+    orphans: Vec<u8>,
+    /// `{"resourceSpans":[...,"spans":[`: the start of every line.
+    prefix: Vec<u8>,
+    /// The current line's spans, comma-separated.
+    spans: Vec<u8>,
+}
+
+impl Default for OtlpSink {
+    fn default() -> Self {
+        OtlpSink::new()
+    }
+}
+
+impl OtlpSink {
+    /// A sink for a trace of its own, ignoring the `OTEL_*` variables.
+    pub fn new() -> Self {
+        let mut ids = SpanIds::new();
+        let root_id = ids.next_id();
+        OtlpSink {
+            env: ResourceEnv::default(),
+            context: TraceContext::fresh(),
+            ids,
+            root_id,
+            root_thread: None,
+            root_claimed: false,
+            command: String::new(),
+            anchor_unix_ns: 0,
+            start_ns: 0,
+            threads: HashMap::new(),
+            open: HashMap::new(),
+            orphans: Vec::new(),
+            prefix: Vec::new(),
+            spans: Vec::new(),
+        }
+    }
+
+    /// A sink whose resource honours `OTEL_SERVICE_NAME` and
+    /// `OTEL_RESOURCE_ATTRIBUTES`; a malformed `OTEL_RESOURCE_ATTRIBUTES` is an
+    /// error naming it (print it, and use [`OtlpSink::new`] to go on without).
+    pub fn try_from_env() -> Result<Self, KeyValueError> {
+        Ok(OtlpSink::new().with_resource_env(ResourceEnv::from_lookup(|n| std::env::var_os(n))?))
+    }
+
+    /// Uses these `OTEL_*` settings for the resource.
+    pub fn with_resource_env(mut self, env: ResourceEnv) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// Joins the trace `context` (the family of processes this capture belongs
+    /// to) instead of starting a trace of its own.
+    pub fn with_context(mut self, context: TraceContext) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// The trace this sink writes.
+    pub fn context(&self) -> TraceContext {
+        self.context
+    }
+
+    /// The id of the capture's root span.
+    pub fn root_span_id(&self) -> SpanId {
+        self.root_id
+    }
+
+    fn clock(&self) -> Clock {
+        Clock { anchor_unix_ns: self.anchor_unix_ns, start_ns: self.start_ns }
+    }
+
+    /// Encodes a span event into `events`.
+    fn event_into(
+        events: &mut Vec<u8>,
+        time_unix_ns: u64,
+        site: &trace_core::Site<'_>,
+        fields: &[Field<'_>],
+    ) {
+        let message = fields.iter().find_map(|f| match (f.name, f.value) {
+            ("message", Value::Str(m)) => Some(m),
+            _ => None,
+        });
+        if !events.is_empty() {
+            events.push(b',');
+        }
+        events.extend_from_slice(br#"{"timeUnixNano":"#);
+        json::quoted_int(events, time_unix_ns);
+        events.extend_from_slice(br#","name":"#);
+        json::string(events, message.unwrap_or(site.name));
+        // The message is the name; every other field is an attribute.
+        let rest = json::pairs(fields).filter(|(name, _)| message.is_none() || *name != "message");
+        let extra =
+            [("code.namespace", Value::Str(site.target)), ("tracing.level", Value::Str(site.level.as_str()))];
+        json::attributes(events, rest.chain(extra));
+        events.push(b'}');
+    }
+
+    fn lane(&mut self, slice: &LaneSlice<'_>) {
+        let id = self.ids.next_id();
+        let record = SpanRecord {
+            id,
+            parent: Some(self.root_id),
+            name: slice.name,
+            begin_ns: slice.begin_ns,
+            end_ns: slice.end_ns,
+            fields: slice.fields,
+            events: &[],
+        };
+        let extra = [
+            ("cabin_trace.lane", Value::Str(slice.lane)),
+            ("cabin_trace.track", Value::U64(slice.track.into())),
+        ];
+        let clock = self.clock();
+        write_span(&mut self.spans, &self.context.trace_id, clock, &record, extra);
+    }
+
+    /// Writes the current line, if it holds any span.
+    fn write_line(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        if self.spans.is_empty() {
+            return Ok(());
+        }
+        let r = out
+            .write_all(&self.prefix)
+            .and_then(|()| out.write_all(&self.spans))
+            .and_then(|()| out.write_all(b"]}]}]}\n"));
+        self.spans.clear();
+        r
+    }
+
+    fn write_some(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        if self.spans.len() >= LINE_AT {
+            self.write_line(out)?;
+        }
+        Ok(())
+    }
+}
+
+/// Places monotonic times on the wall clock.
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    /// Wall-clock nanoseconds of `start_ns`.
+    anchor_unix_ns: i128,
+    start_ns: u64,
+}
+
+impl Clock {
+    fn unix_ns(self, ts: u64) -> u64 {
+        let ns = self.anchor_unix_ns + (i128::from(ts) - i128::from(self.start_ns));
+        ns.clamp(0, i128::from(u64::MAX)) as u64
+    }
+}
+
+/// Appends one span to `b`, the spans of the current line.
+fn write_span<'a>(
+    b: &mut Vec<u8>,
+    trace_id: &TraceId,
+    clock: Clock,
+    s: &SpanRecord<'a>,
+    extra: impl IntoIterator<Item = (&'a str, Value<'a>)>,
+) {
+    if !b.is_empty() {
+        b.push(b',');
+    }
+    b.extend_from_slice(br#"{"traceId":"#);
+    json::hex(b, trace_id);
+    b.extend_from_slice(br#","spanId":"#);
+    json::hex(b, &s.id);
+    if let Some(parent) = s.parent {
+        b.extend_from_slice(br#","parentSpanId":"#);
+        json::hex(b, &parent);
+    }
+    b.extend_from_slice(br#","name":"#);
+    json::string(b, s.name);
+    b.extend_from_slice(br#","kind":"#);
+    b.push(b'0' + KIND_INTERNAL);
+    b.extend_from_slice(br#","startTimeUnixNano":"#);
+    json::quoted_int(b, clock.unix_ns(s.begin_ns));
+    b.extend_from_slice(br#","endTimeUnixNano":"#);
+    json::quoted_int(b, clock.unix_ns(s.end_ns));
+    json::attributes(b, json::pairs(s.fields).chain(extra));
+    if !s.events.is_empty() {
+        b.extend_from_slice(br#","events":["#);
+        b.extend_from_slice(s.events);
+        b.push(b']');
+    }
+    b.extend_from_slice(br#","status":{"code":0}}"#);
+}
+
+/// What a span is written from.
+struct SpanRecord<'a> {
+    id: SpanId,
+    parent: Option<SpanId>,
+    name: &'a str,
+    begin_ns: u64,
+    end_ns: u64,
+    fields: &'a [Field<'a>],
+    events: &'a [u8],
+}
+
+/// Appends `"resource":{...}` for the attributes.
+fn resource(buf: &mut Vec<u8>, attrs: &[(String, ResourceValue)]) {
+    buf.extend_from_slice(br#""resource":{"attributes":["#);
+    for (i, (k, v)) in attrs.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        let v = match v {
+            ResourceValue::Str(s) => Value::Str(s),
+            ResourceValue::Int(n) => Value::I64(*n),
+        };
+        json::key_value(buf, k, &v);
+    }
+    buf.extend_from_slice(b"]}");
+}
+
+impl Sink for OtlpSink {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn suffix(&self) -> &'static str {
+        SUFFIX
+    }
+
+    fn start(&mut self, start: &Start<'_>, _out: &mut dyn Write) -> io::Result<()> {
+        self.command = start.command.to_string();
+        self.anchor_unix_ns = i128::from(start.start_unix_ms) * 1_000_000;
+        self.start_ns = start.start_ns;
+        let p = &mut self.prefix;
+        p.clear();
+        p.extend_from_slice(br#"{"resourceSpans":[{"#);
+        resource(p, &self.env.attributes(start));
+        p.extend_from_slice(br#","scopeSpans":[{"scope":{"name":"#);
+        json::string(p, SCOPE_NAME);
+        p.extend_from_slice(br#","version":"#);
+        json::string(p, env!("CARGO_PKG_VERSION"));
+        p.extend_from_slice(br#"},"spans":["#);
+        self.spans.reserve(64 * 1024);
+        Ok(())
+    }
+
+    fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
+        match *event {
+            Event::ThreadName { thread, name, .. } => {
+                self.threads.insert(thread, name.to_string());
+            }
+            Event::SpanBegin { thread, .. } => {
+                let stack = self.open.entry(thread).or_default();
+                let (id, parent) = match stack.last() {
+                    Some(open) => (self.ids.next_id(), Some(open.id)),
+                    None if !self.root_claimed => {
+                        self.root_claimed = true;
+                        self.root_thread = Some(thread);
+                        (self.root_id, self.context.parent_span_id)
+                    }
+                    None => (self.ids.next_id(), Some(self.root_id)),
+                };
+                stack.push(Open { id, parent, events: Vec::new() });
+            }
+            Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, .. } => {
+                let open = self.open.get_mut(&thread).and_then(Vec::pop);
+                // The writer pairs every end with a begin; should one ever come
+                // alone, it is still written, under the root.
+                let open = open.unwrap_or_else(|| Open {
+                    id: self.ids.next_id(),
+                    parent: Some(self.root_id),
+                    events: Vec::new(),
+                });
+                if open.id == self.root_id {
+                    self.root_thread = None;
+                }
+                let record = SpanRecord {
+                    id: open.id,
+                    parent: open.parent,
+                    name: site.name,
+                    begin_ns: begin_ts,
+                    end_ns: ts,
+                    fields,
+                    events: &open.events,
+                };
+                let thread_name = self.threads.get(&thread).map(|n| ("thread.name", Value::Str(n)));
+                let extra = [("thread.id", Value::U64(thread))]
+                    .into_iter()
+                    .chain(thread_name)
+                    .chain([
+                        ("code.namespace", Value::Str(site.target)),
+                        ("tracing.level", Value::Str(site.level.as_str())),
+                    ])
+                    .chain(unclosed.then_some(("cabin_trace.unclosed", Value::Bool(true))));
+                let clock = self.clock();
+                write_span(&mut self.spans, &self.context.trace_id, clock, &record, extra);
+            }
+            Event::Instant { thread, ts, site, fields, .. } => {
+                let time = self.clock().unix_ns(ts);
+                let root_thread = self.root_thread;
+                let target = match self.open.get_mut(&thread).and_then(|s| s.last_mut()) {
+                    Some(open) => &mut open.events,
+                    None => match root_thread.and_then(|t| self.open.get_mut(&t)).and_then(|s| s.first_mut())
+                    {
+                        Some(root) => &mut root.events,
+                        None => &mut self.orphans,
+                    },
+                };
+                Self::event_into(target, time, &site, fields);
+            }
+            Event::Lane(ref slice) => self.lane(slice),
+            _ => return Ok(()),
+        }
+        self.write_some(out)
+    }
+
+    fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
+        // Events outside every span: on a span of the capture's whole length,
+        // the root itself when no span claimed it.
+        if !self.orphans.is_empty() || !self.root_claimed {
+            let (id, parent) = if self.root_claimed {
+                (self.ids.next_id(), Some(self.root_id))
+            } else {
+                (self.root_id, self.context.parent_span_id)
+            };
+            let orphans = std::mem::take(&mut self.orphans);
+            let command = std::mem::take(&mut self.command);
+            let record = SpanRecord {
+                id,
+                parent,
+                name: &command,
+                begin_ns: self.start_ns,
+                end_ns: end.end_ns.max(self.start_ns),
+                fields: &[],
+                events: &orphans,
+            };
+            let extra = [("cabin_trace.outside_spans", Value::Bool(true))];
+            let clock = self.clock();
+            write_span(&mut self.spans, &self.context.trace_id, clock, &record, extra);
+        }
+        self.write_line(out)?;
+        out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests;
