@@ -173,7 +173,7 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
         let thread = [1, 4242, u64::from(u32::MAX) + 7, u64::MAX][rng.below(4) as usize];
         let fields = owned_fields(&mut rng, &names);
         let fields = borrow(&fields);
-        let site = |n: usize, t: usize| Site { name: &names[n], target: &targets[t], level: Level::INFO };
+        let site = |n: usize, t: usize| Site { name: &names[n], target: &targets[t], level: Level::INFO, file: None, line: None };
         let r = match rng.below(9) {
             0 => {
                 let name = if rng.below(2) == 0 { rng.text(10) } else { format!("worker-{op}") };
@@ -224,7 +224,7 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
                 reused.clear();
                 reused.push_str(&format!("reused_{tail:04}"));
                 assert_eq!(ptr, reused.as_ptr());
-                let site = Site { name: &reused, target: &reused, level: Level::INFO };
+                let site = Site { name: &reused, target: &reused, level: Level::INFO, file: None, line: None };
                 sink.event(&Event::Instant { thread, ts, site, fields: &fields }, &mut out)
             }
             _ => sink.event(&Event::LaneReport(&report), &mut out),
@@ -233,11 +233,11 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
     }
     // Times at the ends of the range, and spans left open.
     for ts in [0, 999, u64::MAX] {
-        let site = Site { name: "edge", target: "t", level: Level::INFO };
+        let site = Site { name: "edge", target: "t", level: Level::INFO, file: None, line: None };
         sink.event(&Event::Instant { thread: 0, ts, site, fields: &[] }, &mut out).unwrap();
     }
     while let Some((thread, n, t, begin_ts)) = open.pop() {
-        let site = Site { name: &names[n], target: &targets[t], level: Level::INFO };
+        let site = Site { name: &names[n], target: &targets[t], level: Level::INFO, file: None, line: None };
         let end = Event::SpanEnd { thread, ts, begin_ts, site, fields: &[], recorded: &[], unclosed: true };
         sink.event(&end, &mut out).unwrap();
     }
@@ -310,7 +310,7 @@ fn a_write_error_is_reported_by_the_end() {
         filter: "info",
     };
     let mut r = sink.start(&start, &mut Broken);
-    let site = Site { name: "x", target: "t", level: Level::INFO };
+    let site = Site { name: "x", target: "t", level: Level::INFO, file: None, line: None };
     for ts in 0..10 {
         r = r.and(sink.event(&Event::Instant { thread: 1, ts, site, fields: &[] }, &mut Broken));
     }

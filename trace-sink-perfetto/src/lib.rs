@@ -479,7 +479,7 @@ mod tests {
         let mut out = io::sink();
         sink.start(&test_start(), &mut out).unwrap();
         let site =
-            trace_core::Site { name: "compile", target: "cabin::build", level: trace_core::Level::INFO };
+            trace_core::Site { name: "compile", target: "cabin::build", level: trace_core::Level::INFO, file: None, line: None };
         let fields = [
             Field { name: "unit", value: Value::Str("src/main.c") },
             Field { name: "bytes", value: Value::U64(4096) },
@@ -595,7 +595,7 @@ mod tests {
         let mut out = Vec::new();
         sink.start(&test_start(), &mut out).unwrap();
         let site =
-            trace_core::Site { name: "compile", target: "cabin::build", level: trace_core::Level::INFO };
+            trace_core::Site { name: "compile", target: "cabin::build", level: trace_core::Level::INFO, file: None, line: None };
         let events = [
             Event::ThreadName { thread: 77, name: "main" },
             Event::SpanBegin { thread: 77, ts: 10_100, site, fields: &[] },
