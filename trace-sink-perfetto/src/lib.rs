@@ -478,8 +478,13 @@ mod tests {
         let mut sink = PerfettoSink::new();
         let mut out = io::sink();
         sink.start(&test_start(), &mut out).unwrap();
-        let site =
-            trace_core::Site { name: "compile", target: "cabin::build", level: trace_core::Level::INFO, file: None, line: None };
+        let site = trace_core::Site {
+            name: "compile",
+            target: "cabin::build",
+            level: trace_core::Level::INFO,
+            file: None,
+            line: None,
+        };
         let fields = [
             Field { name: "unit", value: Value::Str("src/main.c") },
             Field { name: "bytes", value: Value::U64(4096) },
@@ -594,8 +599,13 @@ mod tests {
         let mut sink = PerfettoSink::new();
         let mut out = Vec::new();
         sink.start(&test_start(), &mut out).unwrap();
-        let site =
-            trace_core::Site { name: "compile", target: "cabin::build", level: trace_core::Level::INFO, file: None, line: None };
+        let site = trace_core::Site {
+            name: "compile",
+            target: "cabin::build",
+            level: trace_core::Level::INFO,
+            file: None,
+            line: None,
+        };
         let events = [
             Event::ThreadName { thread: 77, name: "main" },
             Event::SpanBegin { thread: 77, ts: 10_100, site, fields: &[] },
