@@ -43,7 +43,7 @@ pub(crate) const COMPRESSED_PACKETS_FIELD: u32 = 50;
 pub(crate) const PACKET_KEY: u8 = ((TRACE_PACKET_FIELD << 3) | WIRE_LEN) as u8;
 
 /// The keys of the fields of a track event's packet, which the sink writes by
-/// hand (`Sequence::event`): `(field number << 3) | wire type`, each named
+/// hand (`track_event.rs`): `(field number << 3) | wire type`, each named
 /// after its message and field in the schema.
 pub(crate) mod keys {
     use super::{key, WIRE_FIXED64, WIRE_LEN, WIRE_VARINT};

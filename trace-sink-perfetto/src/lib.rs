@@ -102,20 +102,28 @@
 
 #![deny(missing_docs)]
 
+mod chunk;
+mod clock;
 mod format;
 mod ids;
+mod intern;
 mod proto;
 mod sequence;
+mod track_event;
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
 use trace_core::{Event, Field, Finish, LaneSlice, Sink, Start, Tid, Value};
 
+use crate::chunk::Encoder;
+use crate::clock::Timestamps;
 use crate::format::{CHILD_ORDERING_EXPLICIT, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END};
 use crate::ids::{Ids, TrackKind};
+use crate::intern::FastHash;
 use crate::proto::{ProcessDescriptor, ThreadDescriptor, TrackDescriptor};
-use crate::sequence::{Encoder, EventSpec, FastHash, Sequence, Timestamps};
+use crate::sequence::Sequence;
+use crate::track_event::EventSpec;
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "perfetto";

@@ -3,7 +3,7 @@
 //!
 //! prost encodes the few packets a sequence writes besides its events (its
 //! first packet, track descriptors). Track events, nearly all of a trace, are
-//! encoded by hand (`Sequence::event`), into the same bytes prost would write
+//! encoded by hand (`track_event.rs`), into the same bytes prost would write
 //! for these messages; the tests use them as the oracle for that, and to read
 //! the sink's output back.
 //!
@@ -48,7 +48,7 @@ pub(crate) struct TracePacket {
     pub interned_data: Option<InternedData>,
     #[prost(uint32, optional, tag = "13")]
     pub sequence_flags: Option<u32>,
-    /// Written by hand (`sequence::Chunk`), to spare a copy of the stream;
+    /// Written by hand (`chunk::Chunk`), to spare a copy of the stream;
     /// declared here so that the tests can read it.
     #[prost(bytes = "vec", optional, tag = "50")]
     pub compressed_packets: Option<Vec<u8>>,
