@@ -170,6 +170,8 @@ mod tests {
                 category: Some("bench"),
                 fields: &[],
                 extra: &[],
+                full_name: None,
+                counter: None,
             };
             seq.event(enc, out, &spec).unwrap();
         };

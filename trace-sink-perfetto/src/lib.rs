@@ -18,7 +18,18 @@
 //!   fields are debug annotations of the begin, fields recorded after the
 //!   begin are annotations of the end (viewers merge them into the slice), and
 //!   a span the capture had to close itself gets `unclosed = true`.
-//! - A `tracing` event is an `INSTANT` with its fields as annotations.
+//! - A `tracing` event is an `INSTANT` named after its message (its first
+//!   line, cut to 60 characters with an ellipsis: the name the Chrome sink
+//!   gives it), with its fields (the full `message` among them), its `level`
+//!   and its source `location` (`file:line`) as annotations. Such a name is
+//!   written in full (`TrackEvent.name`), not interned: messages that differ
+//!   per event would grow the interning tables for the whole capture. An
+//!   event without a message keeps its call site's (interned) name.
+//! - Loss is said on the process's track, where a reader looks first: when
+//!   records were dropped, an instant `trace records dropped (N)` at the
+//!   finish and a counter track `dropped records` (unit: count) at 0 at the
+//!   start and N at the finish; when spans were left unclosed, an instant
+//!   `trace spans unclosed (N)`.
 //! - Event names, categories (the span's or event's target) and annotation
 //!   names are interned once per sequence, and timestamps are deltas on the
 //!   sequence's clock: a span with no fields takes about 35 bytes of packets,
@@ -92,10 +103,11 @@
 //!
 //! # What it does not do
 //!
-//! It writes no counters, no flows and no source locations, and interns no
-//! annotation values (each string value is written in full; the compression
-//! catches repeats). It reads nothing back: a file is only as valid as its bytes, which
-//! is why the tests check them with an independent decoder. A process killed
+//! It writes no flows, gives source locations as annotations rather than as
+//! Perfetto's interned `SourceLocation`, and interns no annotation values
+//! (each string value is written in full; the compression catches repeats).
+//! It reads nothing back: a file is only as valid as its bytes, which is why
+//! the tests check them with an independent decoder. A process killed
 //! mid-capture loses the chunk it held as well as what its buffers held (its
 //! file stays `.partial`, as always). A thread id the
 //! system reuses within one capture shares the first thread's track and name.
@@ -114,14 +126,18 @@ mod track_event;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use trace_core::{Event, Field, Finish, LaneSlice, Sink, Start, Tid, Value};
+use trace_core::{Event, Field, Finish, LaneSlice, Sink, Site, Start, Tid, Value};
+// The one naming rule of instants, so that both files name them alike.
+use trace_sink_chrome::instant_name;
 
 use crate::chunk::Encoder;
 use crate::clock::Timestamps;
-use crate::format::{CHILD_ORDERING_EXPLICIT, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END};
+use crate::format::{
+    CHILD_ORDERING_EXPLICIT, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END, UNIT_COUNT,
+};
 use crate::ids::{Ids, TrackKind};
 use crate::intern::FastHash;
-use crate::proto::{ProcessDescriptor, ThreadDescriptor, TrackDescriptor};
+use crate::proto::{CounterDescriptor, ProcessDescriptor, ThreadDescriptor, TrackDescriptor};
 use crate::sequence::Sequence;
 use crate::track_event::EventSpec;
 
@@ -193,6 +209,10 @@ struct State {
     sequences: u32,
     lanes: Vec<Lane>,
     enc: Encoder,
+    /// Spans the capture closed itself, for the marker at the finish.
+    unclosed: u64,
+    /// An instant's `file:line`, reused.
+    location: String,
 }
 
 impl State {
@@ -229,6 +249,8 @@ impl State {
             sequences: 1,
             lanes: Vec::new(),
             enc,
+            unclosed: 0,
+            location: String::new(),
         })
     }
 
@@ -336,6 +358,8 @@ impl State {
             category: Some(slice.lane),
             fields: slice.fields,
             extra: &[],
+            full_name: None,
+            counter: None,
         };
         self.process.event(&mut self.enc, out, &begin)?;
         let end = EventSpec {
@@ -346,8 +370,118 @@ impl State {
             category: None,
             fields: &[],
             extra: &[],
+            full_name: None,
+            counter: None,
         };
         self.process.event(&mut self.enc, out, &end)
+    }
+}
+
+impl State {
+    /// A `tracing` event: an instant named after its message, with its level
+    /// and source location as annotations after its fields.
+    fn instant(
+        &mut self,
+        thread: Tid,
+        ts: u64,
+        site: Site<'_>,
+        fields: &[Field<'_>],
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let has = |name: &str| fields.iter().any(|f| f.name == name);
+        let full_name = fields.iter().find(|f| f.name == "message").and_then(|f| match f.value {
+            Value::Str(m) => instant_name(m),
+            _ => None,
+        });
+        let mut location = std::mem::take(&mut self.location);
+        location.clear();
+        let mut extra = [Field { name: "level", value: Value::Str(site.level.as_str()) }; 2];
+        let mut extras = 0;
+        // A field of the same name, set by the tool, is not shadowed.
+        if !has("level") {
+            extras += 1;
+        }
+        if let (Some(file), false) = (site.file, has("location")) {
+            use std::fmt::Write as _;
+            location.push_str(file);
+            if let Some(line) = site.line {
+                let _ = write!(location, ":{line}");
+            }
+            extra[extras] = Field { name: "location", value: Value::Str(&location) };
+            extras += 1;
+        }
+        let spec = EventSpec {
+            ts,
+            kind: TYPE_INSTANT,
+            track: None,
+            name: if full_name.is_some() { None } else { Some(site.name) },
+            category: Some(site.target),
+            fields,
+            extra: &extra[..extras],
+            full_name,
+            counter: None,
+        };
+        let written = self.thread_event(thread, &spec, out);
+        self.location = location;
+        written
+    }
+
+    /// An instant on the process's track at `ts`, named `what (count)`, with
+    /// the count as the annotation `key`: where a reader looks first.
+    fn marker(
+        &mut self,
+        ts: u64,
+        what: &str,
+        key: &'static str,
+        count: u64,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let name = format!("{what} ({count})");
+        let fields = [Field { name: key, value: Value::U64(count) }];
+        let spec = EventSpec {
+            ts,
+            kind: TYPE_INSTANT,
+            track: Some(self.process_track),
+            name: Some(&name),
+            category: Some(OWN_CATEGORY),
+            fields: &fields,
+            extra: &[],
+            full_name: None,
+            counter: None,
+        };
+        self.process.event(&mut self.enc, out, &spec)
+    }
+
+    /// A counter track of the process, `dropped records`, at 0 at the
+    /// capture's start and at `count` at `end_ns`.
+    fn dropped_counter(&mut self, end_ns: u64, count: u64, out: &mut dyn Write) -> io::Result<()> {
+        let uuid = self.ids.track(TrackKind::Counter, 0);
+        self.process.describe(
+            &mut self.enc,
+            out,
+            TrackDescriptor {
+                uuid: Some(uuid),
+                parent_uuid: Some(self.process_track),
+                name: Some("dropped records".to_string()),
+                counter: Some(CounterDescriptor { unit: Some(UNIT_COUNT) }),
+                ..Default::default()
+            },
+        )?;
+        for (ts, value) in [(self.base_ns, 0), (end_ns, i64::try_from(count).unwrap_or(i64::MAX))] {
+            let spec = EventSpec {
+                ts,
+                kind: TYPE_COUNTER,
+                track: Some(uuid),
+                name: None,
+                category: None,
+                fields: &[],
+                extra: &[],
+                full_name: None,
+                counter: Some(value),
+            };
+            self.process.event(&mut self.enc, out, &spec)?;
+        }
+        Ok(())
     }
 }
 
@@ -368,8 +502,8 @@ impl Sink for PerfettoSink {
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
         let state = self.state(out)?;
         match *event {
-            Event::ThreadName { thread, name } => state.thread(thread, Some(name), out),
-            Event::SpanBegin { thread, ts, site, fields } => {
+            Event::ThreadName { thread, name, .. } => state.thread(thread, Some(name), out),
+            Event::SpanBegin { thread, ts, site, fields, .. } => {
                 let spec = EventSpec {
                     ts,
                     kind: TYPE_SLICE_BEGIN,
@@ -378,10 +512,13 @@ impl Sink for PerfettoSink {
                     category: Some(site.target),
                     fields,
                     extra: &[],
+                    full_name: None,
+                    counter: None,
                 };
                 state.thread_event(thread, &spec, out)
             }
             Event::SpanEnd { thread, ts, recorded, unclosed, .. } => {
+                state.unclosed += u64::from(unclosed);
                 let spec = EventSpec {
                     ts,
                     kind: TYPE_SLICE_END,
@@ -390,21 +527,12 @@ impl Sink for PerfettoSink {
                     category: None,
                     fields: recorded,
                     extra: if unclosed { &UNCLOSED } else { &[] },
+                    full_name: None,
+                    counter: None,
                 };
                 state.thread_event(thread, &spec, out)
             }
-            Event::Instant { thread, ts, site, fields } => {
-                let spec = EventSpec {
-                    ts,
-                    kind: TYPE_INSTANT,
-                    track: None,
-                    name: Some(site.name),
-                    category: Some(site.target),
-                    fields,
-                    extra: &[],
-                };
-                state.thread_event(thread, &spec, out)
-            }
+            Event::Instant { thread, ts, site, fields, .. } => state.instant(thread, ts, site, fields, out),
             Event::Lane(ref slice) => state.lane(slice, out),
             _ => Ok(()),
         }
@@ -413,18 +541,12 @@ impl Sink for PerfettoSink {
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
         let state = self.state(out)?;
         if end.dropped_records > 0 {
-            // Said in the trace itself, on the process's track, where a reader looks first.
-            let count = [Field { name: "dropped_records", value: Value::U64(end.dropped_records) }];
-            let spec = EventSpec {
-                ts: end.end_ns,
-                kind: TYPE_INSTANT,
-                track: Some(state.process_track),
-                name: Some("trace_dropped_records"),
-                category: Some(OWN_CATEGORY),
-                fields: &count,
-                extra: &[],
-            };
-            state.process.event(&mut state.enc, out, &spec)?;
+            state.marker(end.end_ns, "trace records dropped", "dropped_records", end.dropped_records, out)?;
+            state.dropped_counter(end.end_ns, end.dropped_records, out)?;
+        }
+        if state.unclosed > 0 {
+            let count = state.unclosed;
+            state.marker(end.end_ns, "trace spans unclosed", "unclosed_spans", count, out)?;
         }
         state.enc.flush(out)
     }
@@ -469,6 +591,14 @@ mod tests {
         ALLOCATIONS.with(Cell::get)
     }
 
+    const COMPILE: Site<'static> = Site {
+        name: "compile",
+        target: "cabin::build",
+        level: trace_core::Level::INFO,
+        file: Some("src/build.rs"),
+        line: Some(12),
+    };
+
     fn test_start() -> Start<'static> {
         Start {
             command: "build",
@@ -486,13 +616,7 @@ mod tests {
         let mut sink = PerfettoSink::new();
         let mut out = io::sink();
         sink.start(&test_start(), &mut out).unwrap();
-        let site = trace_core::Site {
-            name: "compile",
-            target: "cabin::build",
-            level: trace_core::Level::INFO,
-            file: None,
-            line: None,
-        };
+        let site = COMPILE;
         let fields = [
             Field { name: "unit", value: Value::Str("src/main.c") },
             Field { name: "bytes", value: Value::U64(4096) },
@@ -501,10 +625,13 @@ mod tests {
             Field { name: "fresh", value: Value::Bool(true) },
         ];
         let lane_fields = [Field { name: "hash", value: Value::Str("1f2e") }];
+        let message = format!("compiled {}", "src/main.c ".repeat(10));
+        let mut instant_fields = vec![Field { name: "message", value: Value::Str(&message) }];
+        instant_fields.extend_from_slice(&fields);
         let mut round = |ts: u64, out: &mut dyn Write| {
             let events = [
                 Event::SpanBegin { thread: 7, ts, site, fields: &fields },
-                Event::Instant { thread: 7, ts: ts + 1, site, fields: &fields },
+                Event::Instant { thread: 7, ts: ts + 1, site, fields: &instant_fields },
                 Event::SpanEnd {
                     thread: 7,
                     ts: ts + 2,
@@ -607,13 +734,7 @@ mod tests {
         let mut sink = PerfettoSink::new();
         let mut out = Vec::new();
         sink.start(&test_start(), &mut out).unwrap();
-        let site = trace_core::Site {
-            name: "compile",
-            target: "cabin::build",
-            level: trace_core::Level::INFO,
-            file: None,
-            line: None,
-        };
+        let site = COMPILE;
         let events = [
             Event::ThreadName { thread: 77, name: "main" },
             Event::SpanBegin { thread: 77, ts: 10_100, site, fields: &[] },

@@ -117,11 +117,21 @@ pub(crate) struct TrackDescriptor {
     pub thread: Option<ThreadDescriptor>,
     #[prost(uint64, optional, tag = "5")]
     pub parent_uuid: Option<u64>,
+    #[prost(message, optional, tag = "8")]
+    pub counter: Option<CounterDescriptor>,
     /// `ChildTracksOrdering`.
     #[prost(int32, optional, tag = "11")]
     pub child_ordering: Option<i32>,
     #[prost(int32, optional, tag = "12")]
     pub sibling_order_rank: Option<i32>,
+}
+
+/// `perfetto.protos.CounterDescriptor`: makes a track a counter track.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct CounterDescriptor {
+    /// `CounterDescriptor.Unit`.
+    #[prost(int32, optional, tag = "3")]
+    pub unit: Option<i32>,
 }
 
 /// `perfetto.protos.ProcessDescriptor`.
@@ -161,6 +171,10 @@ pub(crate) struct TrackEvent {
     pub track_uuid: Option<u64>,
     #[prost(int64, repeated, packed = "false", tag = "12")]
     pub extra_counter_values: Vec<i64>,
+    #[prost(string, optional, tag = "23")]
+    pub name: Option<String>,
+    #[prost(int64, optional, tag = "30")]
+    pub counter_value: Option<i64>,
     #[prost(uint64, repeated, packed = "false", tag = "31")]
     pub extra_counter_track_uuids: Vec<u64>,
     /// Deprecated in the schema in favour of `flow_ids`; declared for the rule above.

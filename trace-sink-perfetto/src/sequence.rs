@@ -126,6 +126,8 @@ mod tests {
                 category: Some("cabin::build"),
                 fields: &fields,
                 extra: &[],
+                full_name: None,
+                counter: None,
             };
             seq.event(&mut enc, &mut out, &spec).unwrap();
         }
@@ -162,6 +164,8 @@ mod tests {
                 category: None,
                 fields: &[],
                 extra: &[],
+                full_name: None,
+                counter: None,
             };
             seq.event(&mut enc, &mut out, &spec).unwrap();
         }
@@ -206,6 +210,8 @@ mod tests {
                 category: None,
                 fields,
                 extra: &[],
+                full_name: None,
+                counter: None,
             };
             seq.event(&mut enc, &mut out, &spec).unwrap();
         }
@@ -274,6 +280,8 @@ mod tests {
                 name_iid,
                 category_iids,
                 debug_annotations,
+                name: spec.full_name.map(|(s, cut)| if cut { format!("{s}…") } else { s.to_string() }),
+                counter_value: spec.counter,
                 ..Default::default()
             }),
             ..Default::default()
@@ -328,6 +336,8 @@ mod tests {
             category: Option<String>,
             fields: Vec<(String, Owned)>,
             extra: Vec<(String, Owned)>,
+            full_name: Option<(String, bool)>,
+            counter: Option<i64>,
         }
 
         /// Names and texts: a few that recur (interned once, then reused),
@@ -374,16 +384,22 @@ mod tests {
                 prop::option::of(text()),
                 prop::collection::vec((text(), value()), 0..6),
                 prop::collection::vec((text(), value()), 0..2),
+                prop::option::of((text(), any::<bool>())),
+                prop::option::of(prop_oneof![any::<i64>(), 0..300i64]),
             )
-                .prop_map(|(step, kind, track, name, category, fields, extra)| Ev {
-                    step,
-                    kind,
-                    track,
-                    name,
-                    category,
-                    fields,
-                    extra,
-                })
+                .prop_map(
+                    |(step, kind, track, name, category, fields, extra, full_name, counter)| Ev {
+                        step,
+                        kind,
+                        track,
+                        name,
+                        category,
+                        fields,
+                        extra,
+                        full_name,
+                        counter,
+                    },
+                )
         }
 
         fn fields(owned: &[(String, Owned)]) -> Vec<Field<'_>> {
@@ -424,6 +440,8 @@ mod tests {
                         category: ev.category.as_deref(),
                         fields: &f,
                         extra: &x,
+                        full_name: ev.full_name.as_ref().map(|(s, cut)| (s.as_str(), *cut)),
+                        counter: ev.counter,
                     };
                     hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
                     event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();

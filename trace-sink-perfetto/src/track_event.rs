@@ -25,6 +25,20 @@ pub(crate) struct EventSpec<'a> {
     /// Shown as debug annotations, `fields` then `extra`.
     pub fields: &'a [Field<'a>],
     pub extra: &'a [Field<'a>],
+    /// A name written in full (`TrackEvent.name`) rather than interned, and
+    /// whether an ellipsis follows it: for names made from a message.
+    pub full_name: Option<(&'a str, bool)>,
+    /// `TrackEvent.counter_value`, for a counter event.
+    pub counter: Option<i64>,
+}
+
+/// What follows a name that was cut.
+const ELLIPSIS: &str = "…";
+
+/// The bytes of a full name, its ellipsis included.
+#[inline]
+fn full_name_len((name, cut): (&str, bool)) -> usize {
+    name.len() + if cut { ELLIPSIS.len() } else { 0 }
 }
 
 /// An interned string of an event: its iid, whether this event is the first
@@ -67,6 +81,13 @@ pub(crate) fn put_track_event(
     if let Some(track) = spec.track {
         event_len += 1 + varint_len(track);
     }
+    if let Some(full) = spec.full_name {
+        let len = full_name_len(full);
+        event_len += varint_len(keys::EVENT_NAME) + varint_len(len as u64) + len;
+    }
+    if let Some(value) = spec.counter {
+        event_len += varint_len(keys::EVENT_COUNTER_VALUE) + varint_len(value as u64);
+    }
     for (field, &(iid, new)) in fields() {
         event_len += nested_len(annotation_len(iid, field.value));
         if new {
@@ -104,6 +125,17 @@ pub(crate) fn put_track_event(
     }
     if let Some(track) = spec.track {
         put_field(buf, keys::EVENT_TRACK_UUID, track);
+    }
+    if let Some(full @ (name, cut)) = spec.full_name {
+        put_field(buf, keys::EVENT_NAME, full_name_len(full) as u64);
+        buf.extend_from_slice(name.as_bytes());
+        if cut {
+            buf.extend_from_slice(ELLIPSIS.as_bytes());
+        }
+    }
+    if let Some(value) = spec.counter {
+        // An int64 goes on the wire as its two's complement, as prost writes it.
+        put_field(buf, keys::EVENT_COUNTER_VALUE, value as u64);
     }
     if interned_len > 0 {
         put_field(buf, keys::PACKET_INTERNED_DATA, interned_len as u64);
