@@ -10,3 +10,4 @@ mod perfetto;
 mod reliability;
 mod summary;
 mod support;
+mod viewer;
