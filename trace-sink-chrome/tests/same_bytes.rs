@@ -279,25 +279,26 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
 }
 
 fn same(seed: u64, ops: usize, dropped_records: u64) {
-    let old = encode(&mut oracle::OracleChromeSink::new(), seed, ops, dropped_records);
+    let reference = encode(&mut oracle::OracleChromeSink::new(), seed, ops, dropped_records);
     let new = encode(&mut ChromeSink::new(), seed, ops, dropped_records);
-    if old != new {
-        let at = old.iter().zip(&new).position(|(a, b)| a != b).unwrap_or(old.len().min(new.len()));
+    if reference != new {
+        let at =
+            reference.iter().zip(&new).position(|(a, b)| a != b).unwrap_or(reference.len().min(new.len()));
         let show = |b: &[u8]| {
             String::from_utf8_lossy(&b[at.saturating_sub(80)..(at + 80).min(b.len())]).into_owned()
         };
         panic!(
-            "seed {seed}: outputs differ at byte {at} (old {} bytes, new {})\nold: {}\nnew: {}",
-            old.len(),
+            "seed {seed}: outputs differ at byte {at} (reference {} bytes, sink {})\nreference: {}\nsink:      {}",
+            reference.len(),
             new.len(),
-            show(&old),
+            show(&reference),
             show(&new)
         );
     }
 }
 
 #[test]
-fn output_is_byte_identical_to_the_old_encoder() {
+fn output_is_byte_identical_to_the_reference_encoder() {
     for seed in 1..=40 {
         same(seed * 0x9e37_79b9, 500, seed % 3);
     }
