@@ -137,9 +137,9 @@ async function main() {
         '--disable-background-networking',
         '--disable-component-update',
         '--disable-sync',
-        // speedscope draws with WebGL; without a GPU, Chromium only offers
-        // its software renderer when asked.
-        '--enable-unsafe-swiftshader',
+        // speedscope draws with WebGL: with --disable-gpu, Chromium 156 falls
+        // back to its software renderer by itself. Should a later one stop
+        // doing so, --enable-unsafe-swiftshader asks for it.
       ],
       viewport: { width: 1400, height: 800 },
       acceptDownloads: true,
