@@ -211,10 +211,9 @@ impl ChromeSink {
 
     /// A global instant at `ts` named `what (count)`, with the count as `key`.
     fn marker(&mut self, ts: u64, what: &str, key: &str, count: u64) {
-        let mut name = format!("{what} (");
-        name.push_str(&count.to_string());
+        let name = format!("{what} ({count})");
         let pid = self.pid();
-        let b = self.out.timed((&name, b")"), Some(OWN_CATEGORY), br#""i","s":"g""#, (pid, 0), ts);
+        let b = self.out.timed((&name, b""), Some(OWN_CATEGORY), br#""i","s":"g""#, (pid, 0), ts);
         let mut args = Args::new(b);
         uint(args.key(key), count);
         args.close();
