@@ -176,3 +176,76 @@ fn the_demo_traces_instant_is_named_after_its_message_with_its_level_and_locatio
     assert!(file.ends_with("demo.rs") && line.parse::<u32>().is_ok(), "{location}");
     assert!(events.iter().all(|e| e["ph"] != "C"), "no loss, no counter");
 }
+
+/// A sink that takes a millisecond every hundred events: the writer thread
+/// falls behind a flood of instants, and records are dropped.
+struct Slow(u64);
+
+impl trace_core::Sink for Slow {
+    fn name(&self) -> &'static str {
+        "slow"
+    }
+    fn suffix(&self) -> &'static str {
+        "slow.txt"
+    }
+    fn event(&mut self, _: &trace_core::Event<'_>, _: &mut dyn std::io::Write) -> std::io::Result<()> {
+        self.0 += 1;
+        if self.0.is_multiple_of(100) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Ok(())
+    }
+    fn finish(&mut self, _: &trace_core::Finish<'_>, _: &mut dyn std::io::Write) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Records dropped by the engine reach the sink's markers. (The format of the
+/// markers is checked in each sink's tests, the `.pftrace`'s with the
+/// official schema; this is the path from a real flood to them.)
+#[test]
+fn records_dropped_in_a_flood_are_a_global_instant_and_a_counter_in_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = trace_core::Config::from_lookup("FLOOD", &["chrome"], |n| {
+        (n == "FLOOD_TRACE_DIR").then(|| dir.path().into())
+    })
+    .unwrap()
+    .unwrap();
+    let sinks: Vec<Box<dyn trace_core::Sink>> =
+        vec![Box::new(Slow(0)), Box::new(trace_sink_chrome::ChromeSink::new())];
+    let session = trace_core::Session::start(&config, "flood", sinks).unwrap();
+    session.in_scope(|| {
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                trace_core::spawn(format!("flood-{t}"), || {
+                    for i in 0..100_000u64 {
+                        tracing::info!(i, "flood");
+                    }
+                })
+                .unwrap()
+            })
+            .collect();
+        threads.into_iter().for_each(|h| h.join().unwrap());
+    });
+    let report = session.finish();
+    let dropped = report.dropped_records;
+    assert!(dropped > 0, "the writer fell behind on purpose");
+    let path = &report.files.iter().find(|f| f.sink == "chrome").unwrap().path;
+    // Hundreds of thousands of instants: read only the lines of the markers.
+    let text = std::fs::read_to_string(path).unwrap();
+    let marked: Vec<Value> = text
+        .lines()
+        .filter(|l| l.contains(r#""ph":"C""#) || l.contains(r#""s":"g""#))
+        .map(|l| serde_json::from_str(l.trim_end_matches(',')).unwrap())
+        .collect();
+    let instants: Vec<&Value> = marked.iter().filter(|e| e["ph"] == "i").collect();
+    assert_eq!(instants.len(), 1, "{marked:?}");
+    assert_eq!(instants[0]["name"], format!("trace records dropped ({dropped})"));
+    assert_eq!(instants[0]["args"]["dropped_records"], dropped);
+    let samples: Vec<u64> = marked
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .map(|e| e["args"]["dropped_records"].as_u64().unwrap())
+        .collect();
+    assert_eq!(samples, [0, dropped], "the counter rises from 0 to the count");
+}
