@@ -165,13 +165,9 @@ mod tests {
             let spec = EventSpec {
                 ts,
                 kind: TYPE_SLICE_BEGIN,
-                track: None,
                 name: Some("step"),
                 category: Some("bench"),
-                fields: &[],
-                extra: &[],
-                full_name: None,
-                counter: None,
+                ..EventSpec::default()
             };
             seq.event(enc, out, &spec).unwrap();
         };

@@ -121,13 +121,10 @@ mod tests {
             let spec = EventSpec {
                 ts,
                 kind: TYPE_SLICE_BEGIN,
-                track: None,
                 name: Some("compile"),
                 category: Some("cabin::build"),
                 fields: &fields,
-                extra: &[],
-                full_name: None,
-                counter: None,
+                ..EventSpec::default()
             };
             seq.event(&mut enc, &mut out, &spec).unwrap();
         }
@@ -156,17 +153,7 @@ mod tests {
         let mut seq =
             Sequence::start(&mut enc, &mut out, 7, Timestamps::Incremental, Some(99), 1_000).unwrap();
         for ts in [5_000, 4_000, 6_000] {
-            let spec = EventSpec {
-                ts,
-                kind: TYPE_SLICE_BEGIN,
-                track: None,
-                name: None,
-                category: None,
-                fields: &[],
-                extra: &[],
-                full_name: None,
-                counter: None,
-            };
+            let spec = EventSpec { ts, kind: TYPE_SLICE_BEGIN, ..EventSpec::default() };
             seq.event(&mut enc, &mut out, &spec).unwrap();
         }
         enc.flush(&mut out).unwrap();
@@ -202,17 +189,8 @@ mod tests {
         let first = [Field { name: "a", value: Value::Str("text") }];
         let second = [Field { name: "a", value: Value::Bool(false) }];
         for fields in [&first[..], &second[..]] {
-            let spec = EventSpec {
-                ts: 1,
-                kind: TYPE_SLICE_BEGIN,
-                track: Some(5),
-                name: None,
-                category: None,
-                fields,
-                extra: &[],
-                full_name: None,
-                counter: None,
-            };
+            let spec =
+                EventSpec { ts: 1, kind: TYPE_SLICE_BEGIN, track: Some(5), fields, ..EventSpec::default() };
             seq.event(&mut enc, &mut out, &spec).unwrap();
         }
         enc.flush(&mut out).unwrap();

@@ -11,8 +11,8 @@ use trace_core::{Field, Value};
 
 use crate::format::{keys, put_varint, varint_len, PACKET_KEY, SEQ_NEEDS_INCREMENTAL_STATE};
 
-/// One track event to write.
-#[derive(Clone, Copy, Debug)]
+/// One track event to write; what it leaves out defaults to none.
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct EventSpec<'a> {
     /// When, in CLOCK_MONOTONIC nanoseconds.
     pub ts: u64,
