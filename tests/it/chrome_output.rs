@@ -242,10 +242,7 @@ fn records_dropped_in_a_flood_are_a_global_instant_and_a_counter_in_the_json() {
     assert_eq!(instants.len(), 1, "{marked:?}");
     assert_eq!(instants[0]["name"], format!("trace records dropped ({dropped})"));
     assert_eq!(instants[0]["args"]["dropped_records"], dropped);
-    let samples: Vec<u64> = marked
-        .iter()
-        .filter(|e| e["ph"] == "C")
-        .map(|e| e["args"]["dropped_records"].as_u64().unwrap())
-        .collect();
+    let samples: Vec<u64> =
+        marked.iter().filter(|e| e["ph"] == "C").map(|e| e["args"]["dropped"].as_u64().unwrap()).collect();
     assert_eq!(samples, [0, dropped], "the counter rises from 0 to the count");
 }

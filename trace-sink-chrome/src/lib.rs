@@ -25,7 +25,8 @@
 //!   own with one thread per sub-lane, its slices as `X` events;
 //! - loss is said where a viewer looks: when records were dropped, a
 //!   global instant `trace records dropped (N)` at the finish and a counter
-//!   (`C`) `dropped records`, 0 at the start and N at the finish; when spans
+//!   (`C`) `trace records` whose one series, `dropped`, is 0 at the start and
+//!   N at the finish (the Perfetto UI names it `trace records dropped`); when spans
 //!   were left unclosed, a global instant `trace spans unclosed (N)`.
 //!
 //! Events are encoded into one buffer and handed to the file in pieces of
@@ -223,9 +224,9 @@ impl ChromeSink {
     /// One sample of the dropped-records counter.
     fn dropped_sample(&mut self, ts: u64, count: u64) {
         let pid = self.pid();
-        let b = self.out.timed(("dropped records", b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), ts);
+        let b = self.out.timed(("trace records", b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), ts);
         let mut args = Args::new(b);
-        uint(args.key("dropped_records"), count);
+        uint(args.key("dropped"), count);
         args.close();
         self.out.close();
     }
@@ -420,9 +421,11 @@ mod tests {
         let samples: Vec<(f64, u64)> = out
             .iter()
             .filter(|e| e["ph"] == "C")
-            .map(|e| (e["ts"].as_f64().unwrap(), e["args"]["dropped_records"].as_u64().unwrap()))
+            .map(|e| (e["ts"].as_f64().unwrap(), e["args"]["dropped"].as_u64().unwrap()))
             .collect();
         assert_eq!(samples, [(1.0, 0), (9.0, 12)]);
+        // The Perfetto UI names a counter track after the event and the series.
+        assert!(out.iter().filter(|e| e["ph"] == "C").all(|e| e["name"] == "trace records"));
         assert!(out.iter().all(|e| e["ph"] != "M" || e["name"] != "trace_dropped_records"));
     }
 }

@@ -27,7 +27,7 @@
 //!   event without a message keeps its call site's (interned) name.
 //! - Loss is said on the process's track, where a reader looks first: when
 //!   records were dropped, an instant `trace records dropped (N)` at the
-//!   finish and a counter track `dropped records` (unit: count) at 0 at the
+//!   finish and a counter track `trace records dropped` (unit: count) at 0 at the
 //!   start and N at the finish; when spans were left unclosed, an instant
 //!   `trace spans unclosed (N)`.
 //! - Event names, categories (the span's or event's target) and annotation

@@ -281,7 +281,7 @@ impl State {
         self.process.event(&mut self.enc, out, &spec)
     }
 
-    /// A counter track of the process, `dropped records`, at 0 at the
+    /// A counter track of the process, `trace records dropped`, at 0 at the
     /// capture's start and at `count` at `end_ns`.
     fn dropped_counter(&mut self, end_ns: u64, count: u64, out: &mut dyn Write) -> io::Result<()> {
         let uuid = self.ids.track(TrackKind::Counter, 0);
@@ -291,7 +291,7 @@ impl State {
             TrackDescriptor {
                 uuid: Some(uuid),
                 parent_uuid: Some(self.process_track),
-                name: Some("dropped records".to_string()),
+                name: Some("trace records dropped".to_string()),
                 counter: Some(CounterDescriptor { unit: Some(UNIT_COUNT) }),
                 ..Default::default()
             },

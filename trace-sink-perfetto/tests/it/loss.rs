@@ -57,7 +57,7 @@ fn dropped_records_are_an_instant_on_the_process_and_a_counter_track_with_a_unit
         .iter()
         .filter(|r| r["kind"] == "counter")
         .inspect(|r| {
-            assert_eq!((&r["track"], &r["unit"]), (&json!("dropped records"), &json!("UNIT_COUNT")));
+            assert_eq!((&r["track"], &r["unit"]), (&json!("trace records dropped"), &json!("UNIT_COUNT")));
             assert_eq!(r["pid"], u64::from(std::process::id()), "a counter of the process");
         })
         .map(|r| (r["ts_ns"].as_u64().unwrap(), r["value"].as_i64().unwrap()))
