@@ -10,7 +10,11 @@
 #   .tools/py, which tools/otlp_check.py decodes OTLP bodies with, and the
 #   `rotel` OpenTelemetry collector (its wheel ships the `rotel-agent`
 #   binary), the real OTLP/HTTP receiver of the export tests;
-# - a C compiler, for the minibuild example's real builds.
+# - a C compiler, for the minibuild example's real builds;
+# - for the viewer test (tests/it/viewer.rs): Debian's chromium, Node.js and
+#   npm, and in tools/viewer/node_modules the npm packages that
+#   tools/viewer/package-lock.json pins (speedscope, playwright-core), with
+#   `npm ci`. playwright-core downloads no browser: it drives Debian's.
 #
 # Idempotent: what is in place is left alone. Nothing here is committed
 # (.tools/ is ignored by git).
@@ -35,4 +39,17 @@ fi
 if ! command -v cc >/dev/null 2>&1; then
     echo "install-test-tools: installing a C compiler (gcc)" >&2
     apt-get update -qq && apt-get install -y -qq gcc >/dev/null
+fi
+
+if ! [ -x /usr/bin/chromium ] || ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "install-test-tools: installing chromium, nodejs and npm" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium nodejs npm >/dev/null
+fi
+
+viewer="$root/tools/viewer"
+# Reinstalled whenever the lock file is newer than what npm last installed.
+if ! [ -f "$viewer/node_modules/.package-lock.json" ] \
+    || [ "$viewer/package-lock.json" -nt "$viewer/node_modules/.package-lock.json" ]; then
+    echo "install-test-tools: installing speedscope and playwright-core into tools/viewer (npm ci)" >&2
+    (cd "$viewer" && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -35,13 +35,19 @@ schema (install them with scripts/install-perfetto.sh). For each file, and with
   their pid;
 - on each track, ordered by time as the trace processor orders them, slices
   nest as a stack: each end closes the innermost open slice, and none is left
-  open at the end of the trace.
+  open at the end of the trace;
+- counter events (TYPE_COUNTER) carry a value and sit on counter tracks (a
+  track descriptor with a CounterDescriptor, whose unit is set), and counter
+  tracks hold nothing else.
 
---dump-slices prints each slice and instant as one JSON line on stdout:
+--dump-slices prints each slice, instant and counter value as one JSON line
+on stdout:
   {"kind": "slice", "pid": .., "tid": .., "thread": .., "track": .., "name": ..,
    "category": .., "begin_ns": .., "end_ns": .., "args": {..}}
-Thread tracks carry pid, tid and thread; external lanes carry "lane" (the
-parent track's name) instead. Times are CLOCK_MONOTONIC nanoseconds. With
+  {"kind": "counter", "pid": .., "track": .., "unit": .., "ts_ns": .., "value": ..}
+Thread tracks carry pid, tid and thread; process tracks pid and process;
+external lanes carry "lane" (the parent track's name) instead; counter tracks
+the pid of their parent process. Times are CLOCK_MONOTONIC nanoseconds. With
 --concat only the concatenation is dumped.
 
 --inflate OUT writes the trace with every compressed packet replaced by the
@@ -74,6 +80,7 @@ SEQ_NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
 TYPE_BEGIN = pb.TrackEvent.TYPE_SLICE_BEGIN
 TYPE_END = pb.TrackEvent.TYPE_SLICE_END
 TYPE_INSTANT = pb.TrackEvent.TYPE_INSTANT
+TYPE_COUNTER = pb.TrackEvent.TYPE_COUNTER
 CLOCK_MONOTONIC = pb.BUILTIN_CLOCK_MONOTONIC
 CLOCK_BOOTTIME = pb.BUILTIN_CLOCK_BOOTTIME
 SEQUENCE_CLOCKS = range(64, 128)
@@ -330,6 +337,9 @@ class Track:
         self.pid = None
         self.tid = None
         self.thread_name = None
+        self.counter_unit = None
+        if descriptor.HasField("counter"):
+            self.counter_unit = pb.CounterDescriptor.Unit.Name(descriptor.counter.unit)
         if descriptor.HasField("thread"):
             self.pid = descriptor.thread.pid
             self.tid = descriptor.thread.tid
@@ -506,10 +516,22 @@ def check_trace(data, errors):
             if track is not None and track not in tracks:
                 errors.add(where, f"has an event on track {track}, not declared before it")
                 track = None
-            if e.type not in (TYPE_BEGIN, TYPE_END, TYPE_INSTANT):
-                errors.add(where, f"has a track event of type {e.type}, expected a slice begin, end or instant")
+            on_counter = track is not None and tracks[track].counter_unit is not None
+            if e.type not in (TYPE_BEGIN, TYPE_END, TYPE_INSTANT, TYPE_COUNTER):
+                errors.add(where, f"has a track event of type {e.type}, expected a slice begin, end, "
+                                  "instant or counter")
             elif e.type in (TYPE_BEGIN, TYPE_INSTANT) and name is None:
                 errors.add(where, "begins a slice or instant without a name")
+            elif e.type == TYPE_COUNTER:
+                if track is not None and not on_counter:
+                    errors.add(where, f"has a counter value on track {track}, which is not a counter track")
+                if not (e.HasField("counter_value") or e.HasField("double_counter_value")):
+                    errors.add(where, "has a counter event without a value")
+                elif tracks.get(track) is not None and tracks[track].counter_unit == "UNIT_UNSPECIFIED":
+                    errors.add(where, f"has a counter value on track {track}, whose unit is not given")
+                args = {"value": e.counter_value if e.HasField("counter_value") else e.double_counter_value}
+            elif on_counter:
+                errors.add(where, f"has a slice or instant on counter track {track}")
             if not packet.HasField("timestamp"):
                 errors.add(where, "has a track event without a timestamp")
             if track is not None and ts is not None:
@@ -526,6 +548,12 @@ def slices(tracks, errors):
     """Pairs each track's begins and ends; returns the dump's records."""
     out = []
     for track in tracks.values():
+        if track.counter_unit is not None:
+            parent = tracks.get(track.parent)
+            for ts, _, _, _, _, args in sorted(track.events, key=lambda e: (e[0], e[1])):
+                out.append({"kind": "counter", "pid": parent.pid if parent else None, "track": track.name,
+                            "unit": track.counter_unit, "ts_ns": ts, "value": args["value"]})
+            continue
         if track.tid is not None:
             base = {"pid": track.pid, "tid": track.tid, "thread": track.thread_name}
         elif track.pid is not None:

@@ -27,18 +27,21 @@ fn ns(ts: &Value) -> u64 {
 /// Parses a Chrome trace, checks that it is well formed, and returns its thread
 /// names (by tid) and its span slices.
 ///
-/// Checks: a JSON array, one event per line; every `B` closed by an `E` of the
-/// same name on its thread, properly nested; timestamps non-decreasing per
-/// thread; names on every event; the real pid.
+/// Checks: a JSON array, one event per line; spans only as complete (`X`)
+/// events, or as a `B` marked `"unclosed": true` and never an `E`; on each
+/// thread the spans nest (a span that starts inside another ends inside it);
+/// names on every event; the real pid. An unclosed span's slice ends at the
+/// `trace spans unclosed` marker, the capture's finish, which must be there
+/// and count them.
 pub fn check(path: &Path, pid: Option<u64>) -> (BTreeMap<u64, String>, Vec<Slice>) {
     let text = std::fs::read_to_string(path).expect("read the trace");
     let events: Vec<Value> =
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert_eq!(text.lines().count(), events.len() + 2, "one event per line, between `[` and `]`");
     let mut threads = BTreeMap::new();
-    let mut stacks: BTreeMap<u64, Vec<(String, u64)>> = BTreeMap::new();
-    let mut last_ts: BTreeMap<u64, u64> = BTreeMap::new();
     let mut slices = Vec::new();
+    let mut unclosed = Vec::new();
+    let mut unclosed_marker = None;
     let main_pid = events[0]["pid"].as_u64().expect("pid");
     if let Some(pid) = pid {
         assert_eq!(main_pid, pid, "the real pid");
@@ -50,30 +53,57 @@ pub fn check(path: &Path, pid: Option<u64>) -> (BTreeMap<u64, String>, Vec<Slice
         if e["pid"].as_u64() != Some(main_pid) {
             continue; // external lanes: checked by their own tests
         }
-        if ph == "M" {
-            if name == "thread_name" {
-                threads.insert(tid, e["args"]["name"].as_str().expect("thread name").to_string());
-            }
-            continue;
-        }
-        let ts = ns(&e["ts"]);
-        let last = last_ts.entry(tid).or_insert(0);
-        assert!(ts >= *last, "timestamps go back on thread {tid} at {e}");
-        *last = ts;
-        let stack = stacks.entry(tid).or_default();
         match ph {
-            "B" => stack.push((name.to_string(), ts)),
-            "E" => {
-                let (open, begin) = stack.pop().unwrap_or_else(|| panic!("an E with nothing open: {e}"));
-                assert_eq!(open, name, "E closes the innermost B on thread {tid}");
-                slices.push(Slice { tid, name: open, begin_ns: begin, end_ns: ts });
+            "M" => {
+                if name == "thread_name" {
+                    threads.insert(tid, e["args"]["name"].as_str().expect("thread name").to_string());
+                }
             }
-            "i" => {}
+            "X" => {
+                let begin_ns = ns(&e["ts"]);
+                let end_ns = begin_ns + ns(&e["dur"]);
+                slices.push(Slice { tid, name: name.to_string(), begin_ns, end_ns });
+            }
+            "B" => {
+                assert_eq!(e["args"]["unclosed"], true, "a B is only written for an unclosed span: {e}");
+                unclosed.push((tid, name.to_string(), ns(&e["ts"])));
+            }
+            "i" if e["s"] == "g" && name.starts_with("trace spans unclosed") => {
+                unclosed_marker = Some((ns(&e["ts"]), e["args"]["unclosed_spans"].as_u64().expect("count")));
+            }
+            "i" | "C" => {}
             other => panic!("unexpected phase {other} in {e}"),
         }
     }
-    for (tid, stack) in &stacks {
-        assert!(stack.is_empty(), "spans left open on thread {tid}: {stack:?}");
+    // Per thread, by begin and then the longer first: each span that ended
+    // must end within every span that is open around its begin. (An unclosed
+    // span has no end to check: it may outlast its parent.)
+    let mut by_thread: BTreeMap<u64, Vec<&Slice>> = BTreeMap::new();
+    for s in &slices {
+        by_thread.entry(s.tid).or_default().push(s);
+    }
+    for (tid, list) in by_thread.iter_mut() {
+        list.sort_by_key(|s| (s.begin_ns, std::cmp::Reverse(s.end_ns)));
+        let mut open: Vec<&Slice> = Vec::new();
+        for s in list.iter() {
+            while open.last().is_some_and(|o| o.end_ns <= s.begin_ns && o.begin_ns < s.begin_ns) {
+                open.pop();
+            }
+            if let Some(parent) = open.last() {
+                assert!(
+                    s.end_ns <= parent.end_ns,
+                    "on thread {tid}, {s:?} overlaps {parent:?} without nesting"
+                );
+            }
+            open.push(s);
+        }
+    }
+    if !unclosed.is_empty() {
+        let (finish, count) = unclosed_marker.expect("unclosed spans are flagged by a marker");
+        assert_eq!(count, unclosed.len() as u64, "the marker counts the unclosed spans");
+        for (tid, name, begin_ns) in unclosed {
+            slices.push(Slice { tid, name, begin_ns, end_ns: finish });
+        }
     }
     slices.sort();
     (threads, slices)
@@ -117,5 +147,104 @@ fn the_demo_trace_is_well_formed_with_every_thread_named_and_every_span_closed()
     assert!(slices.iter().filter(|s| s.name == "download").all(|s| s.tid != main_tid));
     let text = std::fs::read_to_string(&trace).unwrap();
     assert!(text.contains(r#""args":{"index":7,"requests":1,"rounds":1}"#), "span fields are args");
-    assert!(text.contains(r#""args":{"exit_code":0}"#), "a field recorded later is on the E");
+    assert!(!text.contains(r#""ph":"E""#), "no span is split into a begin and an end");
+    let events: Vec<Value> = serde_json::from_str(&text).unwrap();
+    let compiler = events.iter().find(|e| e["name"] == "run_compiler").unwrap();
+    assert_eq!(compiler["ph"], "X");
+    assert_eq!(
+        compiler["args"],
+        serde_json::json!({"units": 50, "exit_code": 0}),
+        "a field recorded later joins the creation fields in one args"
+    );
+}
+
+#[test]
+fn the_demo_traces_instant_is_named_after_its_message_with_its_level_and_location() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo(&["--spans", "10"], &[("CABIN_TRACE_DIR", dir.path())]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(one(dir.path(), ".trace.json")).unwrap()).unwrap();
+    let instants: Vec<&Value> = events.iter().filter(|e| e["ph"] == "i").collect();
+    assert_eq!(instants.len(), 1, "{instants:?}");
+    let linked = instants[0];
+    assert_eq!(linked["name"], "linked");
+    assert_eq!(linked["args"]["message"], "linked");
+    assert_eq!(linked["args"]["level"], "INFO");
+    let location = linked["args"]["location"].as_str().expect("a location");
+    let (file, line) = location.rsplit_once(':').expect("file:line");
+    assert!(file.ends_with("demo.rs") && line.parse::<u32>().is_ok(), "{location}");
+    assert!(events.iter().all(|e| e["ph"] != "C"), "no loss, no counter");
+}
+
+/// A sink that takes a millisecond every hundred events: the writer thread
+/// falls behind a flood of instants, and records are dropped.
+struct Slow(u64);
+
+impl trace_core::Sink for Slow {
+    fn name(&self) -> &'static str {
+        "slow"
+    }
+    fn suffix(&self) -> &'static str {
+        "slow.txt"
+    }
+    fn event(&mut self, _: &trace_core::Event<'_>, _: &mut dyn std::io::Write) -> std::io::Result<()> {
+        self.0 += 1;
+        if self.0.is_multiple_of(100) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Ok(())
+    }
+    fn finish(&mut self, _: &trace_core::Finish<'_>, _: &mut dyn std::io::Write) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Records dropped by the engine reach the sink's markers. (The format of the
+/// markers is checked in each sink's tests, the `.pftrace`'s with the
+/// official schema; this is the path from a real flood to them.)
+#[test]
+fn records_dropped_in_a_flood_are_a_global_instant_and_a_counter_in_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = trace_core::Config::from_lookup("FLOOD", &["chrome"], |n| {
+        (n == "FLOOD_TRACE_DIR").then(|| dir.path().into())
+    })
+    .unwrap()
+    .unwrap()
+    // A small budget: the flood outruns it.
+    .with_memory_budget(1 << 20);
+    let sinks: Vec<Box<dyn trace_core::Sink>> =
+        vec![Box::new(Slow(0)), Box::new(trace_sink_chrome::ChromeSink::new())];
+    let session = trace_core::Session::start(&config, "flood", sinks).unwrap();
+    session.in_scope(|| {
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                trace_core::spawn(format!("flood-{t}"), || {
+                    for i in 0..100_000u64 {
+                        tracing::info!(i, "flood");
+                    }
+                })
+                .unwrap()
+            })
+            .collect();
+        threads.into_iter().for_each(|h| h.join().unwrap());
+    });
+    let report = session.finish();
+    let dropped = report.dropped_records;
+    assert!(dropped > 0, "the writer fell behind on purpose");
+    let path = &report.files.iter().find(|f| f.sink == "chrome").unwrap().path;
+    // Hundreds of thousands of instants: read only the lines of the markers.
+    let text = std::fs::read_to_string(path).unwrap();
+    let marked: Vec<Value> = text
+        .lines()
+        .filter(|l| l.contains(r#""ph":"C""#) || l.contains(r#""s":"g""#))
+        .map(|l| serde_json::from_str(l.trim_end_matches(',')).unwrap())
+        .collect();
+    let instants: Vec<&Value> = marked.iter().filter(|e| e["ph"] == "i").collect();
+    assert_eq!(instants.len(), 1, "{marked:?}");
+    assert_eq!(instants[0]["name"], format!("trace records dropped ({dropped})"));
+    assert_eq!(instants[0]["args"]["dropped_records"], dropped);
+    let samples: Vec<u64> =
+        marked.iter().filter(|e| e["ph"] == "C").map(|e| e["args"]["dropped"].as_u64().unwrap()).collect();
+    assert_eq!(samples, [0, dropped], "the counter rises from 0 to the count");
 }

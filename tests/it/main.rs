@@ -13,3 +13,4 @@ mod perfetto;
 mod reliability;
 mod summary;
 mod support;
+mod viewer;

@@ -69,7 +69,7 @@ fn a_clean_build_counts_every_compile_and_link_and_a_second_run_is_a_no_op() {
     }
     // The ninja lane sits inside the capture, after the build phase began.
     let build_begin =
-        trace.iter().find(|e| e["name"] == "build" && e["ph"] == "B").unwrap()["ts"].as_f64().unwrap();
+        trace.iter().find(|e| e["name"] == "build" && e["ph"] == "X").unwrap()["ts"].as_f64().unwrap();
     assert!(actions.iter().all(|a| a["ts"].as_f64().unwrap() >= build_begin));
     let tests = lane_slices(&trace, "tests");
     assert_eq!(tests.len(), 1);

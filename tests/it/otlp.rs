@@ -47,18 +47,17 @@ fn chrome_ns(ts: &Value) -> i128 {
     int.parse::<i128>().unwrap() * 1000 + format!("{frac:0<3}")[..3].parse::<i128>().unwrap()
 }
 
-/// A `B` not yet closed: name, begin, args.
-type Open = (String, i128, Map<String, Value>);
-
 /// Chrome's spans: `B`/`E` pairs of the tool's process, fields of both merged;
 /// a thread's outermost span has the capture's root as its parent.
+/// A complete event: thread, begin, end, name, args.
+type Complete = (u64, i128, i128, String, Map<String, Value>);
+
 fn chrome_spans(path: &Path) -> (u64, BTreeMap<u64, String>, Vec<Common>) {
     let events: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let pid = events[0]["pid"].as_u64().unwrap();
     let mut threads = BTreeMap::new();
-    let mut stacks: BTreeMap<u64, Vec<Open>> = BTreeMap::new();
-    let mut spans = Vec::new();
-    let mut root: Option<(String, i128)> = None;
+    // Complete events: (tid, begin, end, name, args).
+    let mut complete: Vec<Complete> = Vec::new();
     for e in events.iter().filter(|e| e["pid"].as_u64() == Some(pid)) {
         let tid = e["tid"].as_u64().unwrap();
         let name = e["name"].as_str().unwrap().to_string();
@@ -67,33 +66,32 @@ fn chrome_spans(path: &Path) -> (u64, BTreeMap<u64, String>, Vec<Common>) {
             "M" if name == "thread_name" => {
                 threads.insert(tid, args["name"].as_str().unwrap().to_string());
             }
-            "B" => {
-                let ts = chrome_ns(&e["ts"]);
-                if root.is_none() {
-                    root = Some((name.clone(), ts));
-                }
-                stacks.entry(tid).or_default().push((name, ts, args));
-            }
-            "E" => {
-                let stack = stacks.get_mut(&tid).unwrap();
-                let (name, begin, mut attributes) = stack.pop().unwrap();
-                attributes.extend(args.into_iter().filter(|(k, _)| k != "unclosed"));
-                let parent = match stack.last() {
-                    Some((n, b, _)) => Some((n.clone(), *b)),
-                    None if root.as_ref() == Some(&(name.clone(), begin)) => None,
-                    None => root.clone(),
-                };
-                spans.push(Common {
-                    tid,
-                    name,
-                    begin_ns: begin,
-                    dur_ns: chrome_ns(&e["ts"]) - begin,
-                    parent,
-                    attributes,
-                });
+            "X" => {
+                let begin = chrome_ns(&e["ts"]);
+                complete.push((tid, begin, begin + chrome_ns(&e["dur"]), name, args));
             }
             _ => {}
         }
+    }
+    // Outer slices first where they begin together.
+    complete.sort_by_key(|c| (c.0, c.1, std::cmp::Reverse(c.2)));
+    let root = complete.iter().filter(|c| c.3 == "command").min_by_key(|c| c.1).map(|c| (c.3.clone(), c.1));
+    let mut spans = Vec::new();
+    let mut stack: Vec<(u64, String, i128, i128)> = Vec::new();
+    for (tid, begin, end, name, args) in complete {
+        while let Some(top) = stack.last() {
+            if top.0 == tid && begin >= top.2 && end <= top.3 {
+                break;
+            }
+            stack.pop();
+        }
+        let parent = match stack.last() {
+            Some((_, n, b, _)) => Some((n.clone(), *b)),
+            None if root.as_ref() == Some(&(name.clone(), begin)) => None,
+            None => root.clone(),
+        };
+        stack.push((tid, name.clone(), begin, end));
+        spans.push(Common { tid, name, begin_ns: begin, dur_ns: end - begin, parent, attributes: args });
     }
     (pid, threads, spans)
 }

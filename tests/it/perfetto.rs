@@ -98,6 +98,26 @@ fn the_demo_pftrace_passes_the_official_schema_and_matches_the_chrome_json_slice
     let perfetto = thread_slices(&dumped);
     assert_eq!(perfetto.len(), chrome.len(), "the same number of slices");
     assert_eq!(perfetto, chrome, "every slice on the same thread, with the same name and times");
+    // Instants: the same name, level and location in both files.
+    let chrome_events: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(one(dir.path(), ".trace.json")).unwrap()).unwrap();
+    let instant = |name: &Value, args: &Value| {
+        (name.as_str().unwrap().to_string(), args["level"].clone(), args["location"].clone())
+    };
+    let chrome_instants: Vec<_> = chrome_events
+        .iter()
+        .filter(|e| e["ph"] == "i" && e["s"] == "t")
+        .map(|e| instant(&e["name"], &e["args"]))
+        .collect();
+    let perfetto_instants: Vec<_> = dumped
+        .iter()
+        .filter(|s| s["kind"] == "instant" && s.get("tid").is_some())
+        .map(|s| instant(&s["name"], &s["args"]))
+        .collect();
+    assert_eq!(chrome_instants.len(), 1, "{chrome_instants:?}");
+    assert_eq!(chrome_instants[0].0, "linked");
+    assert!(chrome_instants[0].2.as_str().is_some_and(|l| l.contains("demo.rs:")), "{chrome_instants:?}");
+    assert_eq!(perfetto_instants, chrome_instants);
     let names: Vec<&str> = dumped.iter().filter_map(|s| s["thread"].as_str()).collect();
     for t in threads.values() {
         assert!(names.contains(&t.as_str()), "thread {t} is named in the pftrace");

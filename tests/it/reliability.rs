@@ -118,7 +118,7 @@ fn many_processes_with_many_concurrent_captures_each_hold_exactly_their_own_even
         let (_, slices) = crate::chrome_output::check(&trace, None);
         let events: Vec<Value> = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
         let labelled: Vec<&Value> =
-            events.iter().filter(|e| e["name"] == "labelled" && e["ph"] == "B").collect();
+            events.iter().filter(|e| e["name"] == "labelled" && e["ph"] == "X").collect();
         assert_eq!(labelled.len() as u64, SPANS, "{stem}: all its spans");
         assert!(labelled.iter().all(|e| e["args"]["capture"] == *capture), "{stem}: only its own spans");
         assert_eq!(slices.iter().filter(|s| s.name == "labelled").count() as u64, SPANS);

@@ -58,12 +58,22 @@ pub struct Site<'a> {
     pub target: &'a str,
     /// The verbosity level.
     pub level: Level,
+    /// The source file of the call site, as `file!()` gives it, when known.
+    pub file: Option<&'a str>,
+    /// The line of the call site in [`Site::file`], when known.
+    pub line: Option<u32>,
 }
 
 impl Site<'static> {
     /// The site of a `tracing` callsite.
     pub fn of(meta: &'static tracing_core::Metadata<'static>) -> Self {
-        Site { name: meta.name(), target: meta.target(), level: *meta.level() }
+        Site {
+            name: meta.name(),
+            target: meta.target(),
+            level: *meta.level(),
+            file: meta.file(),
+            line: meta.line(),
+        }
     }
 }
 

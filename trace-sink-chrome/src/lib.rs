@@ -1,21 +1,38 @@
 //! Writes a capture as Chrome trace-event JSON (`<stem>.trace.json`), the
-//! format Perfetto's UI and `chrome://tracing` open directly.
+//! format the Perfetto UI and speedscope open directly.
 //!
 //! # Overview
 //!
 //! The file is a JSON array with one event per line:
 //!
 //! - `M` metadata events name the process (the command) and each thread;
-//! - a span is a `B`/`E` pair on its thread's lane, its fields as `args` of the
-//!   `B`, fields recorded later as `args` of the `E` (viewers merge them);
-//! - a `tracing` event is an `i` (instant) event with its fields as `args`;
+//! - a span is one complete (`X`) event on its thread's lane, written when
+//!   the span ends: `ts` is its begin, `dur` its length, and `args` every
+//!   field it holds at its end (those given at creation merged with those
+//!   recorded later), so that a viewer which keys frames by name and `args`
+//!   (speedscope) sees one frame per span, not a begin and an end that differ;
+//! - a span still open when the capture finished (or whose end was lost with
+//!   dropped records) is a `B` event with no `E`, its `args` marked
+//!   `"unclosed": true`: the Perfetto UI draws a begin without an end as a
+//!   slice that did not end, which is the truth, where an `X` to the finish
+//!   would claim an end the span never had;
+//! - a `tracing` event is a thread-scoped instant (`i`) named after its
+//!   message (its first line, cut to 60 characters with an ellipsis), with
+//!   every field (the full `message` among them), its `level` and its source
+//!   `location` (`file:line`) as `args`; an event without a message keeps its
+//!   call site's name;
 //! - an external lane (Ninja's actions, test executables) is a process of its
-//!   own with one thread per sub-lane, its slices as complete (`X`) events.
+//!   own with one thread per sub-lane, its slices as `X` events;
+//! - loss is said where a viewer looks: when records were dropped, a
+//!   global instant `trace records dropped (N)` at the finish and a counter
+//!   (`C`) `trace records` whose one series, `dropped`, is 0 at the start and
+//!   N at the finish (the Perfetto UI names it `trace records dropped`); when spans
+//!   were left unclosed, a global instant `trace spans unclosed (N)`.
 //!
-//! `B`/`E` pairs are encoded as the spans begin and end, and handed to the
-//! file in pieces of about 32 KiB, so the sink never holds the whole trace in
-//! memory and a span still open at the end is closed, marked
-//! `"unclosed": true`, rather than lost. Timestamps are microseconds of
+//! Events are encoded into one buffer and handed to the file in pieces of
+//! about 32 KiB, so the sink never holds the whole trace in memory. Since a
+//! span is written at its end, a parent comes after its children in the
+//! file; viewers order events by time. Timestamps are microseconds of
 //! `CLOCK_MONOTONIC` with nanosecond digits; `pid` is the real process id and
 //! `tid` the operating-system thread id.
 //!
@@ -37,20 +54,30 @@
 //! let report = session.finish();
 //! let text = std::fs::read_to_string(&report.files[0].path).unwrap();
 //! let events: serde_json::Value = serde_json::from_str(&text).unwrap();
-//! assert!(events.as_array().unwrap().iter().any(|e| e["name"] == "compile"));
+//! let compile = events.as_array().unwrap().iter().find(|e| e["name"] == "compile").unwrap();
+//! assert_eq!((&compile["ph"], &compile["args"]["files"]), (&"X".into(), &3.into()));
 //! ```
+//!
+//! # Configuration
+//!
+//! None of its own: a tool writes this file when `chrome` is among the sinks
+//! of `<P>_TRACE_FORMAT` (or the variable is unset).
 //!
 //! # What it does not do
 //!
-//! It writes no flow events and no counters, and never re-reads its output.
-//! Files from several processes are not meant to be concatenated (use the
-//! Perfetto sink for that).
+//! It writes no flow events, and never re-reads its output. Files from
+//! several processes are not meant to be concatenated (use the Perfetto sink
+//! for that).
 
 #![deny(missing_docs)]
 
+mod json;
+
 use std::io::{self, Write};
 
-use trace_core::{Event, Field, Finish, LaneSlice, Sink, Start, Value};
+use trace_core::{Event, Field, Finish, LaneSlice, Sink, Site, Start, Value};
+
+use crate::json::{micros, string_then, uint, Args, Events};
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "chrome";
@@ -60,218 +87,58 @@ pub const SUFFIX: &str = "trace.json";
 /// Pids of external lanes start above the kernel's largest pid (2^22 on Linux).
 const LANE_PID_BASE: u64 = 1 << 22;
 
-/// Output is handed to the writer once this much has built up (and at the
-/// finish): larger than the capture's file buffer, so it goes straight through.
-const WRITE_AT: usize = 32 * 1024;
+/// An instant's name holds at most this many characters of its message.
+pub const NAME_CHARS: usize = 60;
+
+/// The category of the sink's own events.
+const OWN_CATEGORY: &str = "cabin_trace";
+
+/// The name of an instant whose message is `message`: its first line, cut
+/// to [`NAME_CHARS`] characters on a character boundary, and whether
+/// anything was cut (the name then ends with an ellipsis, which counts in
+/// the [`NAME_CHARS`]). `None` for a message with an empty first line.
+///
+/// The Perfetto sink names its instants by the same rule.
+///
+/// ```
+/// use trace_sink_chrome::instant_name;
+///
+/// assert_eq!(instant_name("resolved 3 packages"), Some(("resolved 3 packages", false)));
+/// assert_eq!(instant_name("two\nlines"), Some(("two", true)));
+/// let long = "é".repeat(70);
+/// assert_eq!(instant_name(&long), Some((&long[..2 * 59], true)));
+/// ```
+pub fn instant_name(message: &str) -> Option<(&str, bool)> {
+    let line = message.split(['\n', '\r']).next().unwrap_or("");
+    if line.is_empty() {
+        return None;
+    }
+    Some(match line.char_indices().nth(NAME_CHARS) {
+        Some(_) => {
+            let end = line.char_indices().nth(NAME_CHARS - 1).map_or(line.len(), |(i, _)| i);
+            (&line[..end], true)
+        }
+        None => (line, line.len() < message.len()),
+    })
+}
+
+/// The field of `fields` named `name`, if any.
+fn field<'f, 'a>(fields: &'f [Field<'a>], name: &str) -> Option<&'f Field<'a>> {
+    fields.iter().find(|f| f.name == name)
+}
 
 /// The Chrome trace-event JSON sink. See the crate docs for the format.
 #[derive(Debug, Default)]
 pub struct ChromeSink {
     pid: u32,
-    /// Whether an event has been encoded (the next one needs a separator).
-    any: bool,
+    /// The capture's start, where the dropped-records counter starts at 0.
+    start_ns: u64,
     lanes: Vec<(String, Vec<u32>)>,
-    /// Output not yet written: events are encoded here, then written in
-    /// pieces of at least [`WRITE_AT`] bytes.
-    buf: Vec<u8>,
-    /// The process and thread of the last timed event, and its encoded
-    /// `,"pid":P,"tid":T,"ts":`.
-    last_ids: Option<(u64, u64)>,
-    ids: Vec<u8>,
-}
-
-/// Bytes a JSON string cannot hold as they are: control characters, `"` and `\`.
-const fn needs_escape(b: u8) -> bool {
-    b < 0x20 || b == b'"' || b == b'\\'
-}
-
-/// Whether any of the eight bytes of `x` needs escaping (exact, no false
-/// positives: each test is the classic "has a byte less than n" bit trick).
-#[inline]
-fn any_needs_escape(x: u64) -> bool {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
-    let below = |x: u64, n: u8| x.wrapping_sub(ONES * n as u64) & !x & HIGH;
-    let quote = x ^ (ONES * b'"' as u64);
-    let backslash = x ^ (ONES * b'\\' as u64);
-    (below(x, 0x20) | below(quote, 1) | below(backslash, 1)) != 0
-}
-
-/// The index of the first byte of `bytes` that needs escaping, or its length.
-#[inline]
-fn plain_prefix(bytes: &[u8]) -> usize {
-    let mut i = 0;
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
-        if any_needs_escape(u64::from_ne_bytes(chunk.try_into().expect("8 bytes"))) {
-            break;
-        }
-        i += 8;
-    }
-    while i < bytes.len() && !needs_escape(bytes[i]) {
-        i += 1;
-    }
-    i
-}
-
-/// Appends `s` as a JSON string.
-#[inline]
-fn string(buf: &mut Vec<u8>, s: &str) {
-    let bytes = s.as_bytes();
-    let plain = plain_prefix(bytes);
-    buf.reserve(bytes.len() + 2);
-    buf.push(b'"');
-    if plain == bytes.len() {
-        buf.extend_from_slice(bytes);
-    } else {
-        escape(buf, bytes, plain);
-    }
-    buf.push(b'"');
-}
-
-/// Appends `bytes` escaped, the first `plain` of which need no escaping.
-#[cold]
-fn escape(buf: &mut Vec<u8>, bytes: &[u8], mut plain: usize) {
-    buf.extend_from_slice(&bytes[..plain]);
-    for (i, &b) in bytes.iter().enumerate().skip(plain) {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => b"",
-            _ => continue,
-        };
-        buf.extend_from_slice(&bytes[plain..i]);
-        if escape.is_empty() {
-            buf.extend_from_slice(b"\\u00");
-            buf.push(HEX[(b >> 4) as usize]);
-            buf.push(HEX[(b & 0xf) as usize]);
-        } else {
-            buf.extend_from_slice(escape);
-        }
-        plain = i + 1;
-    }
-    buf.extend_from_slice(&bytes[plain..]);
-}
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-/// `"00"` to `"99"`.
-const PAIRS: [[u8; 2]; 100] = {
-    let mut pairs = [[0; 2]; 100];
-    let mut i = 0;
-    while i < 100 {
-        pairs[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
-        i += 1;
-    }
-    pairs
-};
-
-/// The number of decimal digits of `n`.
-#[inline]
-fn digit_count(n: u64) -> usize {
-    n.checked_ilog10().unwrap_or(0) as usize + 1
-}
-
-/// Writes the digits of `n` to the end of `out`, which is exactly as long as
-/// [`digit_count`] says.
-#[inline]
-fn digits_into(out: &mut [u8], mut n: u64) {
-    let mut i = out.len();
-    while n >= 100 {
-        i -= 2;
-        out[i..i + 2].copy_from_slice(&PAIRS[(n % 100) as usize]);
-        n /= 100;
-    }
-    if n >= 10 {
-        out[i - 2..i].copy_from_slice(&PAIRS[n as usize]);
-    } else {
-        out[i - 1] = b'0' + n as u8;
-    }
-}
-
-/// Appends `n` in decimal.
-#[inline]
-fn uint(buf: &mut Vec<u8>, n: u64) {
-    let at = buf.len();
-    let len = digit_count(n);
-    // A fixed-size extension (no call to copy a variable length), trimmed after.
-    buf.extend_from_slice(&[0; 20]);
-    digits_into(&mut buf[at..at + len], n);
-    buf.truncate(at + len);
-}
-
-/// Appends `n` in decimal.
-fn int(buf: &mut Vec<u8>, n: i64) {
-    if n < 0 {
-        buf.push(b'-');
-    }
-    uint(buf, n.unsigned_abs());
-}
-
-/// Appends nanoseconds as microseconds with three decimals.
-#[inline]
-fn micros(buf: &mut Vec<u8>, ns: u64) {
-    let (whole, frac) = (ns / 1000, (ns % 1000) as usize);
-    let at = buf.len();
-    let len = digit_count(whole);
-    buf.extend_from_slice(&[0; 24]);
-    let out = &mut buf[at..at + len + 4];
-    digits_into(&mut out[..len], whole);
-    out[len] = b'.';
-    out[len + 1] = b'0' + (frac / 100) as u8;
-    out[len + 2..].copy_from_slice(&PAIRS[frac % 100]);
-    buf.truncate(at + len + 4);
-}
-
-fn value(buf: &mut Vec<u8>, v: &Value<'_>) {
-    match *v {
-        Value::I64(v) => int(buf, v),
-        Value::U64(v) => uint(buf, v),
-        Value::F64(v) if v.is_finite() => {
-            let _ = write!(buf, "{v}");
-        }
-        // As `Display` writes them, quoted.
-        Value::F64(v) if v.is_nan() => buf.extend_from_slice(br#""NaN""#),
-        Value::F64(v) if v > 0.0 => buf.extend_from_slice(br#""inf""#),
-        Value::F64(_) => buf.extend_from_slice(br#""-inf""#),
-        Value::Bool(v) => buf.extend_from_slice(if v { b"true" } else { b"false" }),
-        Value::Str(s) => string(buf, s),
-    }
-}
-
-/// Appends `,"args":{...}` for the fields (and the extra flag), or nothing.
-#[inline]
-fn args(buf: &mut Vec<u8>, fields: &[Field<'_>], unclosed: bool) {
-    if fields.is_empty() && !unclosed {
-        return;
-    }
-    buf.extend_from_slice(br#","args":{"#);
-    for (i, f) in fields.iter().enumerate() {
-        if i > 0 {
-            buf.push(b',');
-        }
-        string(buf, f.name);
-        buf.push(b':');
-        value(buf, &f.value);
-    }
-    if unclosed {
-        if !fields.is_empty() {
-            buf.push(b',');
-        }
-        buf.extend_from_slice(br#""unclosed":true"#);
-    }
-    buf.push(b'}');
-}
-
-/// Appends `,"pid":P,"tid":T`.
-fn ids(buf: &mut Vec<u8>, pid: u64, tid: u64) {
-    buf.extend_from_slice(br#","pid":"#);
-    uint(buf, pid);
-    buf.extend_from_slice(br#","tid":"#);
-    uint(buf, tid);
+    /// Spans written as unclosed, for the marker at the finish.
+    unclosed: u64,
+    out: Events,
+    /// The `:line` after a location's file, reused.
+    line: Vec<u8>,
 }
 
 impl ChromeSink {
@@ -280,57 +147,8 @@ impl ChromeSink {
         ChromeSink::default()
     }
 
-    /// Starts a new event: the separator from the previous one, and `{`.
-    #[inline]
-    fn open(&mut self) {
-        if self.any {
-            self.buf.extend_from_slice(b",\n{");
-        } else {
-            self.any = true;
-            self.buf.push(b'{');
-        }
-    }
-
-    /// A metadata (`M`) event naming a process or thread, or giving a sort index.
-    fn metadata(&mut self, what: &str, pid: u64, tid: u64, key: &str, name: Option<&str>, index: u64) {
-        self.open();
-        self.buf.extend_from_slice(br#""name":"#);
-        string(&mut self.buf, what);
-        self.buf.extend_from_slice(br#","ph":"M""#);
-        ids(&mut self.buf, pid, tid);
-        self.buf.extend_from_slice(br#","args":{"#);
-        string(&mut self.buf, key);
-        self.buf.push(b':');
-        match name {
-            Some(n) => string(&mut self.buf, n),
-            None => uint(&mut self.buf, index),
-        }
-        self.buf.extend_from_slice(b"}}");
-    }
-
-    /// Starts an event with a time: name, category, phase, ids and `ts`; the
-    /// caller adds what follows and the closing brace.
-    #[inline]
-    fn timed(&mut self, name: &str, cat: Option<&str>, ph: &[u8], (pid, tid): (u64, u64), ts: u64) {
-        self.open();
-        let b = &mut self.buf;
-        b.extend_from_slice(br#""name":"#);
-        string(b, name);
-        if let Some(cat) = cat {
-            b.extend_from_slice(br#","cat":"#);
-            string(b, cat);
-        }
-        b.extend_from_slice(br#","ph":"#);
-        b.extend_from_slice(ph);
-        // Events come in runs on one thread: its ids are encoded once a run.
-        if self.last_ids != Some((pid, tid)) {
-            self.last_ids = Some((pid, tid));
-            self.ids.clear();
-            ids(&mut self.ids, pid, tid);
-            self.ids.extend_from_slice(br#","ts":"#);
-        }
-        b.extend_from_slice(&self.ids);
-        micros(b, ts);
+    fn pid(&self) -> u64 {
+        u64::from(self.pid)
     }
 
     /// The pid and tid of a lane's sub-lane; encodes the metadata naming them
@@ -341,36 +159,76 @@ impl ChromeSink {
             None => {
                 self.lanes.push((lane.lane.to_string(), Vec::new()));
                 let i = self.lanes.len() - 1;
-                let pid = self.pid as u64 + LANE_PID_BASE * (i as u64 + 1);
-                self.metadata("process_name", pid, 0, "name", Some(lane.lane), 0);
-                self.metadata("process_sort_index", pid, 0, "sort_index", None, i as u64 + 1);
+                let pid = self.pid() + LANE_PID_BASE * (i as u64 + 1);
+                self.out.metadata("process_name", (pid, 0), "name", Some(lane.lane), 0);
+                self.out.metadata("process_sort_index", (pid, 0), "sort_index", None, i as u64 + 1);
                 i
             }
         };
-        let pid = self.pid as u64 + LANE_PID_BASE * (index as u64 + 1);
+        let pid = self.pid() + LANE_PID_BASE * (index as u64 + 1);
         let tid = u64::from(lane.track) + 1;
         if !self.lanes[index].1.contains(&lane.track) {
             self.lanes[index].1.push(lane.track);
             let name = format!("{} {}", lane.lane, lane.track);
-            self.metadata("thread_name", pid, tid, "name", Some(&name), 0);
+            self.out.metadata("thread_name", (pid, tid), "name", Some(&name), 0);
         }
         (pid, tid)
     }
 
-    /// Writes what has built up once there is enough of it.
-    #[inline]
-    fn write_some(&mut self, out: &mut dyn Write) -> io::Result<()> {
-        if self.buf.len() < WRITE_AT {
-            return Ok(());
+    /// A `tracing` event: an instant named after its message.
+    fn instant(&mut self, thread: u64, ts: u64, site: Site<'_>, fields: &[Field<'_>]) {
+        let message = match field(fields, "message") {
+            Some(Field { value: Value::Str(m), .. }) => instant_name(m),
+            _ => None,
+        };
+        let name = match message {
+            Some((name, true)) => (name, "…".as_bytes()),
+            Some((name, false)) => (name, &b""[..]),
+            None => (site.name, &b""[..]),
+        };
+        let pid = self.pid();
+        let b = self.out.timed(name, Some(site.target), br#""i","s":"t""#, (pid, thread), ts);
+        let mut args = Args::new(b);
+        args.fields(fields);
+        // A field of the same name, set by the tool, is not shadowed.
+        if field(fields, "level").is_none() {
+            json::string(args.key("level"), site.level.as_str());
         }
-        self.write_all(out)
+        if let (Some(file), None) = (site.file, field(fields, "location")) {
+            let b = args.key("location");
+            match site.line {
+                Some(line) => {
+                    self.line.clear();
+                    self.line.push(b':');
+                    uint(&mut self.line, u64::from(line));
+                    string_then(b, file, &self.line);
+                }
+                None => json::string(b, file),
+            }
+        }
+        args.close();
+        self.out.close();
     }
 
-    /// Writes everything built up.
-    fn write_all(&mut self, out: &mut dyn Write) -> io::Result<()> {
-        let r = out.write_all(&self.buf);
-        self.buf.clear();
-        r
+    /// A global instant at `ts` named `what (count)`, with the count as `key`.
+    fn marker(&mut self, ts: u64, what: &str, key: &str, count: u64) {
+        let name = format!("{what} ({count})");
+        let pid = self.pid();
+        let b = self.out.timed((&name, b""), Some(OWN_CATEGORY), br#""i","s":"g""#, (pid, 0), ts);
+        let mut args = Args::new(b);
+        uint(args.key(key), count);
+        args.close();
+        self.out.close();
+    }
+
+    /// One sample of the dropped-records counter.
+    fn dropped_sample(&mut self, ts: u64, count: u64) {
+        let pid = self.pid();
+        let b = self.out.timed(("trace records", b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), ts);
+        let mut args = Args::new(b);
+        uint(args.key("dropped"), count);
+        args.close();
+        self.out.close();
     }
 }
 
@@ -385,114 +243,195 @@ impl Sink for ChromeSink {
 
     fn start(&mut self, start: &Start<'_>, out: &mut dyn Write) -> io::Result<()> {
         self.pid = start.pid;
-        self.buf.reserve(WRITE_AT + 4 * 1024);
-        self.buf.extend_from_slice(b"[\n");
-        self.metadata("process_name", self.pid.into(), 0, "name", Some(start.command), 0);
-        self.metadata("process_sort_index", self.pid.into(), 0, "sort_index", None, 0);
-        self.write_some(out)
+        self.start_ns = start.start_ns;
+        self.out.begin();
+        let pid = self.pid();
+        self.out.metadata("process_name", (pid, 0), "name", Some(start.command), 0);
+        self.out.metadata("process_sort_index", (pid, 0), "sort_index", None, 0);
+        self.out.write_some(out)
     }
 
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
-        let pid = u64::from(self.pid);
+        let pid = self.pid();
         match *event {
-            Event::ThreadName { thread, name } => {
-                self.metadata("thread_name", pid, thread, "name", Some(name), 0);
+            Event::ThreadName { thread, name, .. } => {
+                self.out.metadata("thread_name", (pid, thread), "name", Some(name), 0);
             }
-            Event::SpanBegin { thread, ts, site, fields } => {
-                self.timed(site.name, Some(site.target), br#""B""#, (pid, thread), ts);
-                args(&mut self.buf, fields, false);
-                self.buf.push(b'}');
+            Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, .. } => {
+                let ph: &[u8] = if unclosed { br#""B""# } else { br#""X""# };
+                let b = self.out.timed((site.name, b""), Some(site.target), ph, (pid, thread), begin_ts);
+                if !unclosed {
+                    b.extend_from_slice(br#","dur":"#);
+                    micros(b, ts.saturating_sub(begin_ts));
+                }
+                let mut args = Args::new(b);
+                args.fields(fields);
+                if unclosed {
+                    args.key("unclosed").extend_from_slice(b"true");
+                    self.unclosed += 1;
+                }
+                args.close();
+                self.out.close();
             }
-            Event::SpanEnd { thread, ts, site, recorded, unclosed, .. } => {
-                self.timed(site.name, None, br#""E""#, (pid, thread), ts);
-                args(&mut self.buf, recorded, unclosed);
-                self.buf.push(b'}');
-            }
-            Event::Instant { thread, ts, site, fields } => {
-                self.timed(site.name, Some(site.target), br#""i","s":"t""#, (pid, thread), ts);
-                args(&mut self.buf, fields, false);
-                self.buf.push(b'}');
-            }
+            Event::Instant { thread, ts, site, fields, .. } => self.instant(thread, ts, site, fields),
             Event::Lane(ref slice) => {
                 let (lpid, tid) = self.lane_ids(slice);
-                self.timed(slice.name, Some(slice.lane), br#""X""#, (lpid, tid), slice.begin_ns);
-                let b = &mut self.buf;
+                let b = self.out.timed(
+                    (slice.name, b""),
+                    Some(slice.lane),
+                    br#""X""#,
+                    (lpid, tid),
+                    slice.begin_ns,
+                );
                 b.extend_from_slice(br#","dur":"#);
                 micros(b, slice.end_ns.saturating_sub(slice.begin_ns));
-                args(b, slice.fields, false);
-                b.push(b'}');
+                let mut args = Args::new(b);
+                args.fields(slice.fields);
+                args.close();
+                self.out.close();
             }
+            // Nothing is written when a span begins: it becomes one event at its end.
             _ => return Ok(()),
         }
-        self.write_some(out)
+        self.out.write_some(out)
     }
 
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
         if end.dropped_records > 0 {
-            self.metadata(
-                "trace_dropped_records",
-                self.pid.into(),
-                0,
-                "dropped_records",
-                None,
-                end.dropped_records,
-            );
+            self.marker(end.end_ns, "trace records dropped", "dropped_records", end.dropped_records);
+            self.dropped_sample(self.start_ns, 0);
+            self.dropped_sample(end.end_ns, end.dropped_records);
         }
-        self.buf.extend_from_slice(b"\n]\n");
-        self.write_all(out)
+        if self.unclosed > 0 {
+            self.marker(end.end_ns, "trace spans unclosed", "unclosed_spans", self.unclosed);
+        }
+        self.out.end();
+        self.out.write_all(out)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{json, Value as Json};
+    use trace_core::{FileStatus, Level, Resources};
+
     use super::*;
 
-    fn json(s: &str) -> String {
-        let mut v = Vec::new();
-        string(&mut v, s);
-        String::from_utf8(v).unwrap()
+    fn run(events: &[Event<'_>], dropped_records: u64) -> Vec<Json> {
+        let mut sink = ChromeSink::new();
+        let mut out = Vec::new();
+        let start = Start {
+            command: "build",
+            stem: "s",
+            pid: 42,
+            start_unix_ms: 0,
+            start_ns: 1_000,
+            startup_us: None,
+            filter: "info",
+        };
+        sink.start(&start, &mut out).unwrap();
+        for e in events {
+            sink.event(e, &mut out).unwrap();
+        }
+        let files: Vec<FileStatus> = Vec::new();
+        let end = Finish {
+            end_ns: 9_000,
+            dropped_records,
+            unclosed_spans: 0,
+            files: &files,
+            resources: Resources::default(),
+        };
+        sink.finish(&end, &mut out).unwrap();
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    const SITE: Site<'static> = Site {
+        name: "compile",
+        target: "cabin::build",
+        level: Level::INFO,
+        file: Some("src/b.rs"),
+        line: Some(7),
+    };
+
+    #[test]
+    fn a_span_is_one_complete_event_written_at_its_end_with_every_field_in_its_args() {
+        let created = [Field { name: "unit", value: Value::Str("a.c") }];
+        let all = [created[0], Field { name: "exit_code", value: Value::I64(0) }];
+        let events = [
+            Event::SpanBegin { thread: 7, ts: 2_000, site: SITE, fields: &created },
+            Event::SpanEnd {
+                thread: 7,
+                ts: 5_500,
+                begin_ts: 2_000,
+                site: SITE,
+                fields: &all,
+                recorded: &all[1..],
+                unclosed: false,
+            },
+        ];
+        let out = run(&events, 0);
+        let spans: Vec<&Json> = out.iter().filter(|e| e["name"] == "compile").collect();
+        assert_eq!(spans.len(), 1, "{out:?}");
+        assert_eq!(
+            *spans[0],
+            json!({"name": "compile", "cat": "cabin::build", "ph": "X", "pid": 42, "tid": 7, "ts": 2.0,
+                   "dur": 3.5, "args": {"unit": "a.c", "exit_code": 0}})
+        );
+        assert!(out.iter().all(|e| e["ph"] != "i"), "no loss, no marker: {out:?}");
     }
 
     #[test]
-    fn strings_are_escaped_as_json_requires() {
-        for s in ["plain", "quote \" and \\ back", "tab\tnew\nline\r", "\u{1}\u{1f}", "ünï €", ""] {
-            let parsed: String = serde_json::from_str(&json(s)).unwrap();
-            assert_eq!(parsed, s);
-        }
+    fn a_span_left_open_is_a_begin_marked_unclosed_and_counted_at_the_finish() {
+        let events = [Event::SpanEnd {
+            thread: 7,
+            ts: 9_000,
+            begin_ts: 2_000,
+            site: SITE,
+            fields: &[],
+            recorded: &[],
+            unclosed: true,
+        }];
+        let out = run(&events, 0);
+        let span = out.iter().find(|e| e["name"] == "compile").unwrap();
+        assert_eq!((&span["ph"], &span["args"]), (&json!("B"), &json!({"unclosed": true})));
+        let marker = out.iter().find(|e| e["ph"] == "i").unwrap();
+        assert_eq!(marker["name"], "trace spans unclosed (1)");
+        assert_eq!((&marker["s"], &marker["args"]["unclosed_spans"]), (&json!("g"), &json!(1)));
     }
 
     #[test]
-    fn microseconds_keep_every_nanosecond_digit() {
-        for (ns, text) in
-            [(0, "0.000"), (1, "0.001"), (999, "0.999"), (1_000, "1.000"), (123_456_789, "123456.789")]
-        {
-            let mut v = Vec::new();
-            micros(&mut v, ns);
-            assert_eq!(String::from_utf8(v).unwrap(), text);
-        }
-        let mut v = Vec::new();
-        micros(&mut v, u64::MAX);
-        assert_eq!(String::from_utf8(v).unwrap(), "18446744073709551.615");
+    fn an_instant_is_named_after_its_message_with_level_and_location_in_its_args() {
+        let long = format!("fetched {} and more", "x".repeat(80));
+        let fields =
+            [Field { name: "message", value: Value::Str(&long) }, Field { name: "n", value: Value::U64(3) }];
+        let out = run(&[Event::Instant { thread: 7, ts: 3_000, site: SITE, fields: &fields }], 0);
+        let instant = out.iter().find(|e| e["ph"] == "i").unwrap();
+        let name = instant["name"].as_str().unwrap();
+        assert_eq!(name.chars().count(), NAME_CHARS);
+        assert!(name.starts_with("fetched xxx") && name.ends_with('…'), "{name}");
+        assert_eq!(
+            instant["args"],
+            json!({"message": long, "n": 3, "level": "INFO", "location": "src/b.rs:7"})
+        );
     }
 
     #[test]
-    fn integers_are_written_as_display_writes_them() {
-        let mut powers: Vec<u64> = (0..20).map(|e| 10u64.pow(e)).collect();
-        powers.extend(powers.clone().iter().map(|p| p - 1));
-        powers.extend([u64::MAX, u64::MAX - 1, 42, 4242]);
-        for n in powers {
-            let mut v = Vec::new();
-            uint(&mut v, n);
-            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
-            let n = n as i64;
-            let mut v = Vec::new();
-            int(&mut v, n);
-            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
-        }
-        for n in [i64::MIN, i64::MIN + 1, -1, -10, -99, -100] {
-            let mut v = Vec::new();
-            int(&mut v, n);
-            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
-        }
+    fn dropped_records_are_a_global_instant_and_a_counter_that_rises_to_their_count() {
+        let out = run(&[], 12);
+        let marker = out.iter().find(|e| e["ph"] == "i").unwrap();
+        assert_eq!(marker["name"], "trace records dropped (12)");
+        assert_eq!(
+            (&marker["s"], &marker["ts"], &marker["args"]),
+            (&json!("g"), &json!(9.0), &json!({"dropped_records": 12}))
+        );
+        let samples: Vec<(f64, u64)> = out
+            .iter()
+            .filter(|e| e["ph"] == "C")
+            .map(|e| (e["ts"].as_f64().unwrap(), e["args"]["dropped"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(samples, [(1.0, 0), (9.0, 12)]);
+        // The Perfetto UI names a counter track after the event and the series.
+        assert!(out.iter().filter(|e| e["ph"] == "C").all(|e| e["name"] == "trace records"));
+        assert!(out.iter().all(|e| e["ph"] != "M" || e["name"] != "trace_dropped_records"));
     }
 }

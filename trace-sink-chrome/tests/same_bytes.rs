@@ -1,8 +1,11 @@
-//! The sink writes exactly the bytes the old encoder (kept in `oracle/`) wrote,
-//! for a varied stream: every event kind, every value type (NaN and infinite
-//! floats, negative and extreme integers), strings needing every kind of
-//! escape, non-ASCII and long strings, and a reused string buffer that holds
-//! different text at the same address.
+//! The sink writes exactly the bytes of the plain reference encoder (kept in
+//! `oracle/`), for a varied stream: every event kind, every value type (NaN
+//! and infinite floats, negative and extreme integers), strings needing every
+//! kind of escape, non-ASCII and long strings, messages long enough to be cut
+//! (on multi-byte characters and line breaks too), call sites with and
+//! without a source location, fields that share a name with the sink's own
+//! `args`, spans left unclosed, dropped records, and a reused string buffer
+//! that holds different text at the same address.
 
 mod oracle;
 
@@ -148,14 +151,17 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
     let names: Vec<String> = (0..12)
         .map(|i| {
             let len = 1 + rng.below(30) as usize;
-            if i < 6 {
-                format!("name_{i}")
-            } else {
-                rng.text(len)
+            match i {
+                0..=5 => format!("name_{i}"),
+                // Keys the sink also writes: a tool's field wins.
+                6 => "level".into(),
+                7 => "location".into(),
+                _ => rng.text(len),
             }
         })
         .collect();
     let targets: Vec<String> = vec!["app::module".into(), "écrit\\\"q\"".into(), rng.text(8)];
+    let files: Vec<String> = vec!["src/main.rs".into(), "C:\\src\\\"odd\".rs".into(), rng.text(6)];
     let lanes: Vec<String> = vec!["ninja".into(), "tests".into(), "la\"ne\u{3}".into()];
     let report = LaneReport {
         lane: "ninja".into(),
@@ -173,7 +179,11 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
         let thread = [1, 4242, u64::from(u32::MAX) + 7, u64::MAX][rng.below(4) as usize];
         let fields = owned_fields(&mut rng, &names);
         let fields = borrow(&fields);
-        let site = |n: usize, t: usize| Site { name: &names[n], target: &targets[t], level: Level::INFO };
+        let levels = [Level::ERROR, Level::WARN, Level::INFO, Level::DEBUG, Level::TRACE];
+        let level = levels[rng.below(5) as usize];
+        let file = [None, Some(files[rng.below(3) as usize].as_str())][rng.below(2) as usize];
+        let line = [None, Some(0), Some(141), Some(u32::MAX)][rng.below(4) as usize];
+        let site = |n: usize, t: usize| Site { name: &names[n], target: &targets[t], level, file, line };
         let r = match rng.below(9) {
             0 => {
                 let name = if rng.below(2) == 0 { rng.text(10) } else { format!("worker-{op}") };
@@ -202,7 +212,22 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
             },
             5 => {
                 let (n, t) = (rng.below(names.len() as u64) as usize, rng.below(3) as usize);
-                sink.event(&Event::Instant { thread, ts, site: site(n, t), fields: &fields }, &mut out)
+                // Messages of every length around the cut, some with line
+                // breaks and multi-byte characters where it falls.
+                let len = [0, 1, 59, 60, 61, 62, 200][rng.below(7) as usize];
+                let text = match rng.below(3) {
+                    0 => "é".repeat(len),
+                    _ => rng.text(len),
+                };
+                let mut with_message = vec![Field { name: "message", value: Value::Str(&text) }];
+                if rng.below(8) == 0 {
+                    with_message[0].value = Value::U64(3);
+                }
+                if rng.below(4) == 0 {
+                    with_message.clear();
+                }
+                with_message.extend_from_slice(&fields);
+                sink.event(&Event::Instant { thread, ts, site: site(n, t), fields: &with_message }, &mut out)
             }
             6 => {
                 let begin_ns = ts.saturating_sub(rng.below(5_000_000));
@@ -224,7 +249,13 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
                 reused.clear();
                 reused.push_str(&format!("reused_{tail:04}"));
                 assert_eq!(ptr, reused.as_ptr());
-                let site = Site { name: &reused, target: &reused, level: Level::INFO };
+                let site = Site {
+                    name: &reused,
+                    target: &reused,
+                    level: Level::INFO,
+                    file: Some(&reused),
+                    line: None,
+                };
                 sink.event(&Event::Instant { thread, ts, site, fields: &fields }, &mut out)
             }
             _ => sink.event(&Event::LaneReport(&report), &mut out),
@@ -233,11 +264,11 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
     }
     // Times at the ends of the range, and spans left open.
     for ts in [0, 999, u64::MAX] {
-        let site = Site { name: "edge", target: "t", level: Level::INFO };
+        let site = Site { name: "edge", target: "t", level: Level::INFO, file: None, line: None };
         sink.event(&Event::Instant { thread: 0, ts, site, fields: &[] }, &mut out).unwrap();
     }
     while let Some((thread, n, t, begin_ts)) = open.pop() {
-        let site = Site { name: &names[n], target: &targets[t], level: Level::INFO };
+        let site = Site { name: &names[n], target: &targets[t], level: Level::INFO, file: None, line: None };
         let end = Event::SpanEnd { thread, ts, begin_ts, site, fields: &[], recorded: &[], unclosed: true };
         sink.event(&end, &mut out).unwrap();
     }
@@ -254,25 +285,26 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
 }
 
 fn same(seed: u64, ops: usize, dropped_records: u64) {
-    let old = encode(&mut oracle::OldChromeSink::new(), seed, ops, dropped_records);
+    let reference = encode(&mut oracle::OracleChromeSink::new(), seed, ops, dropped_records);
     let new = encode(&mut ChromeSink::new(), seed, ops, dropped_records);
-    if old != new {
-        let at = old.iter().zip(&new).position(|(a, b)| a != b).unwrap_or(old.len().min(new.len()));
+    if reference != new {
+        let at =
+            reference.iter().zip(&new).position(|(a, b)| a != b).unwrap_or(reference.len().min(new.len()));
         let show = |b: &[u8]| {
             String::from_utf8_lossy(&b[at.saturating_sub(80)..(at + 80).min(b.len())]).into_owned()
         };
         panic!(
-            "seed {seed}: outputs differ at byte {at} (old {} bytes, new {})\nold: {}\nnew: {}",
-            old.len(),
+            "seed {seed}: outputs differ at byte {at} (reference {} bytes, sink {})\nreference: {}\nsink:      {}",
+            reference.len(),
             new.len(),
-            show(&old),
+            show(&reference),
             show(&new)
         );
     }
 }
 
 #[test]
-fn output_is_byte_identical_to_the_old_encoder() {
+fn output_is_byte_identical_to_the_reference_encoder() {
     for seed in 1..=40 {
         same(seed * 0x9e37_79b9, 500, seed % 3);
     }
@@ -316,7 +348,7 @@ fn a_write_error_is_reported_by_the_end() {
         filter: "info",
     };
     let mut r = sink.start(&start, &mut Broken);
-    let site = Site { name: "x", target: "t", level: Level::INFO };
+    let site = Site { name: "x", target: "t", level: Level::INFO, file: None, line: None };
     for ts in 0..10 {
         r = r.and(sink.event(&Event::Instant { thread: 1, ts, site, fields: &[] }, &mut Broken));
     }

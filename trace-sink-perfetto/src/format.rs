@@ -20,6 +20,11 @@ pub(crate) const TYPE_SLICE_BEGIN: i32 = 1;
 pub(crate) const TYPE_SLICE_END: i32 = 2;
 /// `TrackEvent.Type.TYPE_INSTANT`.
 pub(crate) const TYPE_INSTANT: i32 = 3;
+/// `TrackEvent.Type.TYPE_COUNTER`: a value of the counter track the event is on.
+pub(crate) const TYPE_COUNTER: i32 = 4;
+
+/// `CounterDescriptor.Unit.UNIT_COUNT`: a counter of things (dropped records).
+pub(crate) const UNIT_COUNT: i32 = 2;
 
 /// `BuiltinClock.BUILTIN_CLOCK_MONOTONIC`: the clock of every timestamp the
 /// capture hands the sink.
@@ -43,7 +48,7 @@ pub(crate) const COMPRESSED_PACKETS_FIELD: u32 = 50;
 pub(crate) const PACKET_KEY: u8 = ((TRACE_PACKET_FIELD << 3) | WIRE_LEN) as u8;
 
 /// The keys of the fields of a track event's packet, which the sink writes by
-/// hand (`Sequence::event`): `(field number << 3) | wire type`, each named
+/// hand (`track_event.rs`): `(field number << 3) | wire type`, each named
 /// after its message and field in the schema.
 pub(crate) mod keys {
     use super::{key, WIRE_FIXED64, WIRE_LEN, WIRE_VARINT};
@@ -72,6 +77,11 @@ pub(crate) mod keys {
     pub(crate) const EVENT_NAME_IID: u64 = key(10, WIRE_VARINT);
     /// `TrackEvent.track_uuid`, uint64.
     pub(crate) const EVENT_TRACK_UUID: u64 = key(11, WIRE_VARINT);
+    /// `TrackEvent.name`, a string given in full (a two-byte key): for names
+    /// made from a message, which would grow the interning tables without end.
+    pub(crate) const EVENT_NAME: u64 = key(23, WIRE_LEN);
+    /// `TrackEvent.counter_value`, int64 (a two-byte key).
+    pub(crate) const EVENT_COUNTER_VALUE: u64 = key(30, WIRE_VARINT);
 
     /// `DebugAnnotation.name_iid`, uint64.
     pub(crate) const ANNOTATION_NAME_IID: u64 = key(1, WIRE_VARINT);

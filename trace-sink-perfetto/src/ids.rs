@@ -14,7 +14,7 @@
 //! later. From the seed:
 //!
 //! - a track uuid is `mix(seed + key)`, where `key` packs the kind of track
-//!   (process, thread, lane, sub-lane) and its index in the capture, and `mix`
+//!   (process, thread, lane, sub-lane, counter) and its index in the capture, and `mix`
 //!   is the SplitMix64 finaliser, a bijection: distinct keys give distinct
 //!   uuids within a capture by construction, never 0 (the seed keeps
 //!   `seed + key` away from 0), and across captures two uuids meet with a
@@ -44,6 +44,7 @@ pub(crate) enum TrackKind {
     Thread = 1,
     Lane = 2,
     SubLane = 3,
+    Counter = 4,
 }
 
 /// The ids of one capture.
@@ -101,7 +102,13 @@ mod tests {
         for hash in [0, 1, u64::MAX, 0x0123_4567_89ab_cdef, 3 << 62] {
             let ids = Ids::from_hash(hash);
             let mut seen = HashSet::new();
-            for kind in [TrackKind::Process, TrackKind::Thread, TrackKind::Lane, TrackKind::SubLane] {
+            for kind in [
+                TrackKind::Process,
+                TrackKind::Thread,
+                TrackKind::Lane,
+                TrackKind::SubLane,
+                TrackKind::Counter,
+            ] {
                 for index in (0..1000).chain([(1 << 32) | 7, (1 << 56) - 1]) {
                     let uuid = ids.track(kind, index);
                     assert_ne!(uuid, 0);

@@ -18,7 +18,18 @@
 //!   fields are debug annotations of the begin, fields recorded after the
 //!   begin are annotations of the end (viewers merge them into the slice), and
 //!   a span the capture had to close itself gets `unclosed = true`.
-//! - A `tracing` event is an `INSTANT` with its fields as annotations.
+//! - A `tracing` event is an `INSTANT` named after its message (its first
+//!   line, cut to 60 characters with an ellipsis: the name the Chrome sink
+//!   gives it), with its fields (the full `message` among them), its `level`
+//!   and its source `location` (`file:line`) as annotations. Such a name is
+//!   written in full (`TrackEvent.name`), not interned: messages that differ
+//!   per event would grow the interning tables for the whole capture. An
+//!   event without a message keeps its call site's (interned) name.
+//! - Loss is said on the process's track, where a reader looks first: when
+//!   records were dropped, an instant `trace records dropped (N)` at the
+//!   finish and a counter track `trace records dropped` (unit: count) at 0 at the
+//!   start and N at the finish; when spans were left unclosed, an instant
+//!   `trace spans unclosed (N)`.
 //! - Event names, categories (the span's or event's target) and annotation
 //!   names are interned once per sequence, and timestamps are deltas on the
 //!   sequence's clock: a span with no fields takes about 35 bytes of packets,
@@ -92,40 +103,37 @@
 //!
 //! # What it does not do
 //!
-//! It writes no counters, no flows and no source locations, and interns no
-//! annotation values (each string value is written in full; the compression
-//! catches repeats). It reads nothing back: a file is only as valid as its bytes, which
-//! is why the tests check them with an independent decoder. A process killed
+//! It writes no flows, gives source locations as annotations rather than as
+//! Perfetto's interned `SourceLocation`, and interns no annotation values
+//! (each string value is written in full; the compression catches repeats).
+//! It reads nothing back: a file is only as valid as its bytes, which is why
+//! the tests check them with an independent decoder. A process killed
 //! mid-capture loses the chunk it held as well as what its buffers held (its
 //! file stays `.partial`, as always). A thread id the
 //! system reuses within one capture shares the first thread's track and name.
 
 #![deny(missing_docs)]
 
+mod chunk;
+mod clock;
 mod format;
 mod ids;
+mod intern;
 mod proto;
 mod sequence;
+mod state;
+mod track_event;
 
-use std::collections::HashMap;
 use std::io::{self, Write};
 
-use trace_core::{Event, Field, Finish, LaneSlice, Sink, Start, Tid, Value};
+use trace_core::{Event, Finish, Sink, Start};
 
-use crate::format::{CHILD_ORDERING_EXPLICIT, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END};
-use crate::ids::{Ids, TrackKind};
-use crate::proto::{ProcessDescriptor, ThreadDescriptor, TrackDescriptor};
-use crate::sequence::{Encoder, EventSpec, FastHash, Sequence, Timestamps};
+use crate::state::State;
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "perfetto";
 /// The file name after the stem.
 pub const SUFFIX: &str = "pftrace";
-
-/// The annotation that marks a span the capture closed itself.
-const UNCLOSED: [Field<'static>; 1] = [Field { name: "unclosed", value: Value::Bool(true) }];
-/// The category of the sink's own events.
-const OWN_CATEGORY: &str = "cabin_trace";
 
 /// The Perfetto sink. See the crate docs for what it writes.
 #[derive(Default)]
@@ -161,188 +169,6 @@ impl PerfettoSink {
     }
 }
 
-/// An external lane's tracks.
-#[derive(Debug)]
-struct Lane {
-    name: String,
-    uuid: u64,
-    /// `(sub-lane, track uuid)`, in the order they appeared.
-    tracks: Vec<(u32, u64)>,
-}
-
-/// Everything the sink knows once the capture started.
-#[derive(Debug)]
-struct State {
-    pid: i32,
-    ids: Ids,
-    /// The capture's start (CLOCK_MONOTONIC ns): where each sequence's clock starts.
-    base_ns: u64,
-    process_track: u64,
-    /// The sequence of the process and lane tracks and of the lanes' slices.
-    process: Sequence,
-    threads: HashMap<Tid, Sequence, FastHash>,
-    /// Sequences started so far, the process's included: the next one's index.
-    sequences: u32,
-    lanes: Vec<Lane>,
-    enc: Encoder,
-}
-
-impl State {
-    fn start(
-        command: &str,
-        pid: u32,
-        base_ns: u64,
-        start_unix_ms: u64,
-        out: &mut dyn Write,
-    ) -> io::Result<State> {
-        let ids = Ids::new(pid, base_ns, start_unix_ms);
-        // Real pids are below 2^22; the schema's pid is an int32.
-        let pid = i32::try_from(pid).unwrap_or(i32::MAX);
-        let mut enc = Encoder::default();
-        let mut process =
-            Sequence::start(&mut enc, out, ids.sequence(0), Timestamps::Absolute, None, base_ns)?;
-        let process_track = ids.track(TrackKind::Process, 0);
-        process.describe(
-            &mut enc,
-            out,
-            TrackDescriptor {
-                uuid: Some(process_track),
-                process: Some(ProcessDescriptor { pid: Some(pid), process_name: Some(command.to_string()) }),
-                ..Default::default()
-            },
-        )?;
-        Ok(State {
-            pid,
-            ids,
-            base_ns,
-            process_track,
-            process,
-            threads: HashMap::default(),
-            sequences: 1,
-            lanes: Vec::new(),
-            enc,
-        })
-    }
-
-    /// Starts `thread`'s sequence and declares its track, once.
-    fn thread(&mut self, thread: Tid, name: Option<&str>, out: &mut dyn Write) -> io::Result<()> {
-        if self.threads.contains_key(&thread) {
-            return Ok(());
-        }
-        let index = self.sequences;
-        self.sequences = self.sequences.wrapping_add(1);
-        let track = self.ids.track(TrackKind::Thread, u64::from(index));
-        let mut sequence = Sequence::start(
-            &mut self.enc,
-            out,
-            self.ids.sequence(index),
-            Timestamps::Incremental,
-            Some(track),
-            self.base_ns,
-        )?;
-        let thread_name = match name {
-            Some(name) => name.to_string(),
-            None => format!("thread-{thread}"),
-        };
-        sequence.describe(
-            &mut self.enc,
-            out,
-            TrackDescriptor {
-                uuid: Some(track),
-                parent_uuid: Some(self.process_track),
-                thread: Some(ThreadDescriptor {
-                    pid: Some(self.pid),
-                    tid: Some(thread as i64),
-                    thread_name: Some(thread_name),
-                }),
-                ..Default::default()
-            },
-        )?;
-        self.threads.insert(thread, sequence);
-        Ok(())
-    }
-
-    /// Writes a track event on `thread`'s sequence.
-    fn thread_event(&mut self, thread: Tid, spec: &EventSpec<'_>, out: &mut dyn Write) -> io::Result<()> {
-        // One lookup for a thread seen before: every event but its first.
-        if let Some(sequence) = self.threads.get_mut(&thread) {
-            return sequence.event(&mut self.enc, out, spec);
-        }
-        self.thread(thread, None, out)?;
-        match self.threads.get_mut(&thread) {
-            Some(sequence) => sequence.event(&mut self.enc, out, spec),
-            None => Ok(()),
-        }
-    }
-
-    /// The uuid of the track of `slice`'s sub-lane, declared with its lane's
-    /// track the first time.
-    fn lane_track(&mut self, slice: &LaneSlice<'_>, out: &mut dyn Write) -> io::Result<u64> {
-        let index = match self.lanes.iter().position(|l| l.name == slice.lane) {
-            Some(index) => index,
-            None => {
-                let index = self.lanes.len();
-                let uuid = self.ids.track(TrackKind::Lane, index as u64);
-                self.process.describe(
-                    &mut self.enc,
-                    out,
-                    TrackDescriptor {
-                        uuid: Some(uuid),
-                        name: Some(slice.lane.to_string()),
-                        child_ordering: Some(CHILD_ORDERING_EXPLICIT),
-                        ..Default::default()
-                    },
-                )?;
-                self.lanes.push(Lane { name: slice.lane.to_string(), uuid, tracks: Vec::new() });
-                index
-            }
-        };
-        let lane = &mut self.lanes[index];
-        if let Some(&(_, uuid)) = lane.tracks.iter().find(|(track, _)| *track == slice.track) {
-            return Ok(uuid);
-        }
-        let uuid = self.ids.track(TrackKind::SubLane, ((index as u64) << 32) | u64::from(slice.track));
-        let parent = lane.uuid;
-        lane.tracks.push((slice.track, uuid));
-        self.process.describe(
-            &mut self.enc,
-            out,
-            TrackDescriptor {
-                uuid: Some(uuid),
-                parent_uuid: Some(parent),
-                name: Some(format!("{} {}", slice.lane, slice.track)),
-                sibling_order_rank: Some(i32::try_from(slice.track).unwrap_or(i32::MAX)),
-                ..Default::default()
-            },
-        )?;
-        Ok(uuid)
-    }
-
-    fn lane(&mut self, slice: &LaneSlice<'_>, out: &mut dyn Write) -> io::Result<()> {
-        let track = self.lane_track(slice, out)?;
-        let begin = EventSpec {
-            ts: slice.begin_ns,
-            kind: TYPE_SLICE_BEGIN,
-            track: Some(track),
-            name: Some(slice.name),
-            category: Some(slice.lane),
-            fields: slice.fields,
-            extra: &[],
-        };
-        self.process.event(&mut self.enc, out, &begin)?;
-        let end = EventSpec {
-            ts: slice.end_ns.max(slice.begin_ns),
-            kind: TYPE_SLICE_END,
-            track: Some(track),
-            name: None,
-            category: None,
-            fields: &[],
-            extra: &[],
-        };
-        self.process.event(&mut self.enc, out, &end)
-    }
-}
-
 impl Sink for PerfettoSink {
     fn name(&self) -> &'static str {
         NAME
@@ -360,65 +186,21 @@ impl Sink for PerfettoSink {
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
         let state = self.state(out)?;
         match *event {
-            Event::ThreadName { thread, name } => state.thread(thread, Some(name), out),
-            Event::SpanBegin { thread, ts, site, fields } => {
-                let spec = EventSpec {
-                    ts,
-                    kind: TYPE_SLICE_BEGIN,
-                    track: None,
-                    name: Some(site.name),
-                    category: Some(site.target),
-                    fields,
-                    extra: &[],
-                };
-                state.thread_event(thread, &spec, out)
+            Event::ThreadName { thread, name, .. } => state.thread(thread, Some(name), out),
+            Event::SpanBegin { thread, ts, site, fields, .. } => {
+                state.span_begin(thread, ts, site, fields, out)
             }
             Event::SpanEnd { thread, ts, recorded, unclosed, .. } => {
-                let spec = EventSpec {
-                    ts,
-                    kind: TYPE_SLICE_END,
-                    track: None,
-                    name: None,
-                    category: None,
-                    fields: recorded,
-                    extra: if unclosed { &UNCLOSED } else { &[] },
-                };
-                state.thread_event(thread, &spec, out)
+                state.span_end(thread, ts, recorded, unclosed, out)
             }
-            Event::Instant { thread, ts, site, fields } => {
-                let spec = EventSpec {
-                    ts,
-                    kind: TYPE_INSTANT,
-                    track: None,
-                    name: Some(site.name),
-                    category: Some(site.target),
-                    fields,
-                    extra: &[],
-                };
-                state.thread_event(thread, &spec, out)
-            }
+            Event::Instant { thread, ts, site, fields, .. } => state.instant(thread, ts, site, fields, out),
             Event::Lane(ref slice) => state.lane(slice, out),
             _ => Ok(()),
         }
     }
 
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
-        let state = self.state(out)?;
-        if end.dropped_records > 0 {
-            // Said in the trace itself, on the process's track, where a reader looks first.
-            let count = [Field { name: "dropped_records", value: Value::U64(end.dropped_records) }];
-            let spec = EventSpec {
-                ts: end.end_ns,
-                kind: TYPE_INSTANT,
-                track: Some(state.process_track),
-                name: Some("trace_dropped_records"),
-                category: Some(OWN_CATEGORY),
-                fields: &count,
-                extra: &[],
-            };
-            state.process.event(&mut state.enc, out, &spec)?;
-        }
-        state.enc.flush(out)
+        self.state(out)?.finish(end, out)
     }
 }
 
@@ -429,7 +211,10 @@ mod tests {
 
     use prost::Message;
 
+    use trace_core::{Field, LaneSlice, Site, Value};
+
     use super::*;
+    use crate::format::{TYPE_SLICE_BEGIN, TYPE_SLICE_END};
     use crate::proto::{Trace, TrackEvent};
 
     /// Counts the calling thread's allocations, for the steady-state test.
@@ -461,6 +246,14 @@ mod tests {
         ALLOCATIONS.with(Cell::get)
     }
 
+    const COMPILE: Site<'static> = Site {
+        name: "compile",
+        target: "cabin::build",
+        level: trace_core::Level::INFO,
+        file: Some("src/build.rs"),
+        line: Some(12),
+    };
+
     fn test_start() -> Start<'static> {
         Start {
             command: "build",
@@ -478,8 +271,7 @@ mod tests {
         let mut sink = PerfettoSink::new();
         let mut out = io::sink();
         sink.start(&test_start(), &mut out).unwrap();
-        let site =
-            trace_core::Site { name: "compile", target: "cabin::build", level: trace_core::Level::INFO };
+        let site = COMPILE;
         let fields = [
             Field { name: "unit", value: Value::Str("src/main.c") },
             Field { name: "bytes", value: Value::U64(4096) },
@@ -488,10 +280,13 @@ mod tests {
             Field { name: "fresh", value: Value::Bool(true) },
         ];
         let lane_fields = [Field { name: "hash", value: Value::Str("1f2e") }];
+        let message = format!("compiled {}", "src/main.c ".repeat(10));
+        let mut instant_fields = vec![Field { name: "message", value: Value::Str(&message) }];
+        instant_fields.extend_from_slice(&fields);
         let mut round = |ts: u64, out: &mut dyn Write| {
             let events = [
                 Event::SpanBegin { thread: 7, ts, site, fields: &fields },
-                Event::Instant { thread: 7, ts: ts + 1, site, fields: &fields },
+                Event::Instant { thread: 7, ts: ts + 1, site, fields: &instant_fields },
                 Event::SpanEnd {
                     thread: 7,
                     ts: ts + 2,
@@ -594,8 +389,7 @@ mod tests {
         let mut sink = PerfettoSink::new();
         let mut out = Vec::new();
         sink.start(&test_start(), &mut out).unwrap();
-        let site =
-            trace_core::Site { name: "compile", target: "cabin::build", level: trace_core::Level::INFO };
+        let site = COMPILE;
         let events = [
             Event::ThreadName { thread: 77, name: "main" },
             Event::SpanBegin { thread: 77, ts: 10_100, site, fields: &[] },

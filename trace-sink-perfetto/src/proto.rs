@@ -3,7 +3,7 @@
 //!
 //! prost encodes the few packets a sequence writes besides its events (its
 //! first packet, track descriptors). Track events, nearly all of a trace, are
-//! encoded by hand (`Sequence::event`), into the same bytes prost would write
+//! encoded by hand (`track_event.rs`), into the same bytes prost would write
 //! for these messages; the tests use them as the oracle for that, and to read
 //! the sink's output back.
 //!
@@ -48,7 +48,7 @@ pub(crate) struct TracePacket {
     pub interned_data: Option<InternedData>,
     #[prost(uint32, optional, tag = "13")]
     pub sequence_flags: Option<u32>,
-    /// Written by hand (`sequence::Chunk`), to spare a copy of the stream;
+    /// Written by hand (`chunk::Chunk`), to spare a copy of the stream;
     /// declared here so that the tests can read it.
     #[prost(bytes = "vec", optional, tag = "50")]
     pub compressed_packets: Option<Vec<u8>>,
@@ -117,11 +117,21 @@ pub(crate) struct TrackDescriptor {
     pub thread: Option<ThreadDescriptor>,
     #[prost(uint64, optional, tag = "5")]
     pub parent_uuid: Option<u64>,
+    #[prost(message, optional, tag = "8")]
+    pub counter: Option<CounterDescriptor>,
     /// `ChildTracksOrdering`.
     #[prost(int32, optional, tag = "11")]
     pub child_ordering: Option<i32>,
     #[prost(int32, optional, tag = "12")]
     pub sibling_order_rank: Option<i32>,
+}
+
+/// `perfetto.protos.CounterDescriptor`: makes a track a counter track.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct CounterDescriptor {
+    /// `CounterDescriptor.Unit`.
+    #[prost(int32, optional, tag = "3")]
+    pub unit: Option<i32>,
 }
 
 /// `perfetto.protos.ProcessDescriptor`.
@@ -161,6 +171,10 @@ pub(crate) struct TrackEvent {
     pub track_uuid: Option<u64>,
     #[prost(int64, repeated, packed = "false", tag = "12")]
     pub extra_counter_values: Vec<i64>,
+    #[prost(string, optional, tag = "23")]
+    pub name: Option<String>,
+    #[prost(int64, optional, tag = "30")]
+    pub counter_value: Option<i64>,
     #[prost(uint64, repeated, packed = "false", tag = "31")]
     pub extra_counter_track_uuids: Vec<u64>,
     /// Deprecated in the schema in favour of `flow_ids`; declared for the rule above.

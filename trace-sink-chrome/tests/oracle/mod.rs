@@ -1,163 +1,139 @@
-//! The Chrome sink's encoder as it was before the fast one (commit 72d3324),
-//! kept unchanged as the oracle the new encoder's bytes are compared with.
+//! A plain encoder of the Chrome sink's format, written for clarity and not
+//! for speed: each event is built as a `String` with `format!`, strings are
+//! escaped one character at a time, integers go through `itoa` and names are
+//! cut with `chars()`. The sink's fast encoder must write exactly its bytes.
+//!
+//! It is the old encoder of commit 72d3324 (the oracle of the fast one),
+//! changed to the format of complete (`X`) spans, instants named after their
+//! message, and loss markers; the crate docs describe that format.
 
 use std::io::{self, Write};
 
 use trace_core::{Event, Field, Finish, LaneSlice, Sink, Start, Value};
 
 const LANE_PID_BASE: u64 = 1 << 22;
+const NAME_CHARS: usize = 60;
 
-/// The old Chrome sink.
+/// The reference Chrome sink.
 #[derive(Debug, Default)]
-pub struct OldChromeSink {
-    pid: u32,
+pub struct OracleChromeSink {
+    pid: u64,
+    start_ns: u64,
     first: bool,
     lanes: Vec<(String, Vec<u32>)>,
-    /// The line being built: each event is encoded here, then written whole.
-    line: Vec<u8>,
+    unclosed: u64,
 }
 
-/// Appends `s` as a JSON string.
-fn string(line: &mut Vec<u8>, s: &str) {
-    line.push(b'"');
-    let bytes = s.as_bytes();
-    let mut plain = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => b"",
-            _ => continue,
-        };
-        line.extend_from_slice(&bytes[plain..i]);
-        if escape.is_empty() {
-            line.extend_from_slice(b"\\u00");
-            line.push(HEX[(b >> 4) as usize]);
-            line.push(HEX[(b & 0xf) as usize]);
-        } else {
-            line.extend_from_slice(escape);
+/// `s` as a JSON string.
+fn string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
         }
-        plain = i + 1;
     }
-    line.extend_from_slice(&bytes[plain..]);
-    line.push(b'"');
+    out.push('"');
+    out
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-fn int(line: &mut Vec<u8>, v: impl itoa::Integer) {
-    line.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+fn int(v: impl itoa::Integer) -> String {
+    itoa::Buffer::new().format(v).to_string()
 }
 
-/// Appends nanoseconds as microseconds with three decimals.
-fn micros(line: &mut Vec<u8>, ns: u64) {
-    int(line, ns / 1000);
-    let frac = ns % 1000;
-    line.extend_from_slice(&[
-        b'.',
-        b'0' + (frac / 100) as u8,
-        b'0' + (frac / 10 % 10) as u8,
-        b'0' + (frac % 10) as u8,
-    ]);
+/// Nanoseconds as microseconds with three decimals.
+fn micros(ns: u64) -> String {
+    format!("{}.{:03}", int(ns / 1000), ns % 1000)
 }
 
-fn value(line: &mut Vec<u8>, v: &Value<'_>) {
+fn value(v: &Value<'_>) -> String {
     match *v {
-        Value::I64(v) => int(line, v),
-        Value::U64(v) => int(line, v),
-        Value::F64(v) if v.is_finite() => {
-            let _ = write!(line, "{v}");
-        }
-        Value::F64(v) => string(line, &v.to_string()),
-        Value::Bool(v) => line.extend_from_slice(if v { b"true" } else { b"false" }),
-        Value::Str(s) => string(line, s),
+        Value::I64(v) => int(v),
+        Value::U64(v) => int(v),
+        Value::F64(v) if v.is_finite() => format!("{v}"),
+        Value::F64(v) => string(&v.to_string()),
+        Value::Bool(v) => v.to_string(),
+        Value::Str(s) => string(s),
     }
 }
 
-/// Appends `,"args":{...}` for the fields (and the extra flag), or nothing.
-fn args(line: &mut Vec<u8>, fields: &[Field<'_>], unclosed: bool) {
-    if fields.is_empty() && !unclosed {
-        return;
+/// `,"args":{...}` of `entries` (key, encoded value), or nothing.
+fn args(entries: &[(String, String)]) -> String {
+    if entries.is_empty() {
+        return String::new();
     }
-    line.extend_from_slice(br#","args":{"#);
-    for (i, f) in fields.iter().enumerate() {
-        if i > 0 {
-            line.push(b',');
-        }
-        string(line, f.name);
-        line.push(b':');
-        value(line, &f.value);
-    }
-    if unclosed {
-        if !fields.is_empty() {
-            line.push(b',');
-        }
-        line.extend_from_slice(br#""unclosed":true"#);
-    }
-    line.push(b'}');
+    let inner: Vec<String> = entries.iter().map(|(k, v)| format!("{}:{v}", string(k))).collect();
+    format!(r#","args":{{{}}}"#, inner.join(","))
 }
 
-/// Appends `"pid":P,"tid":T`.
-fn ids(line: &mut Vec<u8>, pid: u64, tid: u64) {
-    line.extend_from_slice(br#","pid":"#);
-    int(line, pid);
-    line.extend_from_slice(br#","tid":"#);
-    int(line, tid);
+fn field_entries(fields: &[Field<'_>]) -> Vec<(String, String)> {
+    fields.iter().map(|f| (f.name.to_string(), value(&f.value))).collect()
 }
 
-impl OldChromeSink {
+/// An instant's name: the message's first line, at most 60 characters with
+/// the ellipsis when anything was cut.
+fn instant_name(message: &str) -> Option<String> {
+    let line: String = message.chars().take_while(|&c| c != '\n' && c != '\r').collect();
+    if line.is_empty() {
+        return None;
+    }
+    let chars = line.chars().count();
+    Some(if chars > NAME_CHARS {
+        line.chars().take(NAME_CHARS - 1).chain(['…']).collect()
+    } else if line.len() < message.len() {
+        format!("{line}…")
+    } else {
+        line
+    })
+}
+
+impl OracleChromeSink {
     /// A new sink.
     pub fn new() -> Self {
-        OldChromeSink { pid: 0, first: true, lanes: Vec::new(), line: Vec::with_capacity(256) }
+        OracleChromeSink { first: true, ..Default::default() }
     }
 
-    /// Starts a new event: the separator from the previous one, and `{`.
-    fn open(&mut self) {
-        self.line.clear();
-        if self.first {
-            self.first = false;
-        } else {
-            self.line.extend_from_slice(b",\n");
-        }
-        self.line.push(b'{');
+    /// Writes one event, after the separator from the previous one.
+    fn put(&mut self, out: &mut dyn Write, event: String) -> io::Result<()> {
+        let sep = if self.first { "" } else { ",\n" };
+        self.first = false;
+        out.write_all(format!("{sep}{{{event}}}").as_bytes())
     }
 
-    /// A metadata (`M`) event naming a process or thread, or giving a sort index.
-    fn metadata(&mut self, what: &str, pid: u64, tid: u64, key: &str, name: Option<&str>, index: u64) {
-        self.open();
-        self.line.extend_from_slice(br#""name":"#);
-        string(&mut self.line, what);
-        self.line.extend_from_slice(br#","ph":"M""#);
-        ids(&mut self.line, pid, tid);
-        self.line.extend_from_slice(br#","args":{"#);
-        string(&mut self.line, key);
-        self.line.push(b':');
-        match name {
-            Some(n) => string(&mut self.line, n),
-            None => int(&mut self.line, index),
-        }
-        self.line.extend_from_slice(b"}}");
+    fn metadata(
+        &mut self,
+        out: &mut dyn Write,
+        what: &str,
+        pid: u64,
+        tid: u64,
+        key: &str,
+        v: String,
+    ) -> io::Result<()> {
+        let e = format!(
+            r#""name":{},"ph":"M","pid":{},"tid":{},"args":{{{}:{v}}}"#,
+            string(what),
+            int(pid),
+            int(tid),
+            string(key)
+        );
+        self.put(out, e)
     }
 
-    /// Starts an event with a time: name, category, phase, ids and `ts`; the
-    /// caller adds what follows and the closing brace.
-    fn timed(&mut self, name: &str, cat: Option<&str>, ph: &[u8], (pid, tid): (u64, u64), ts: u64) {
-        self.open();
-        let l = &mut self.line;
-        l.extend_from_slice(br#""name":"#);
-        string(l, name);
-        if let Some(cat) = cat {
-            l.extend_from_slice(br#","cat":"#);
-            string(l, cat);
-        }
-        l.extend_from_slice(br#","ph":"#);
-        l.extend_from_slice(ph);
-        ids(l, pid, tid);
-        l.extend_from_slice(br#","ts":"#);
-        micros(l, ts);
+    /// The fields every timed event starts with.
+    fn head(name: &str, cat: Option<&str>, ph: &str, pid: u64, tid: u64, ts: u64) -> String {
+        let cat = cat.map(|c| format!(r#","cat":{}"#, string(c))).unwrap_or_default();
+        format!(
+            r#""name":{}{cat},"ph":{ph},"pid":{},"tid":{},"ts":{}"#,
+            string(name),
+            int(pid),
+            int(tid),
+            micros(ts)
+        )
     }
 
     fn lane_ids(&mut self, out: &mut dyn Write, lane: &LaneSlice<'_>) -> io::Result<(u64, u64)> {
@@ -166,27 +142,24 @@ impl OldChromeSink {
             None => {
                 self.lanes.push((lane.lane.to_string(), Vec::new()));
                 let i = self.lanes.len() - 1;
-                let pid = self.pid as u64 + LANE_PID_BASE * (i as u64 + 1);
-                self.metadata("process_name", pid, 0, "name", Some(lane.lane), 0);
-                out.write_all(&self.line)?;
-                self.metadata("process_sort_index", pid, 0, "sort_index", None, i as u64 + 1);
-                out.write_all(&self.line)?;
+                let pid = self.pid + LANE_PID_BASE * (i as u64 + 1);
+                self.metadata(out, "process_name", pid, 0, "name", string(lane.lane))?;
+                self.metadata(out, "process_sort_index", pid, 0, "sort_index", int(i as u64 + 1))?;
                 i
             }
         };
-        let pid = self.pid as u64 + LANE_PID_BASE * (index as u64 + 1);
+        let pid = self.pid + LANE_PID_BASE * (index as u64 + 1);
         let tid = u64::from(lane.track) + 1;
         if !self.lanes[index].1.contains(&lane.track) {
             self.lanes[index].1.push(lane.track);
             let name = format!("{} {}", lane.lane, lane.track);
-            self.metadata("thread_name", pid, tid, "name", Some(&name), 0);
-            out.write_all(&self.line)?;
+            self.metadata(out, "thread_name", pid, tid, "name", string(&name))?;
         }
         Ok((pid, tid))
     }
 }
 
-impl Sink for OldChromeSink {
+impl Sink for OracleChromeSink {
     fn name(&self) -> &'static str {
         "chrome"
     }
@@ -196,60 +169,108 @@ impl Sink for OldChromeSink {
     }
 
     fn start(&mut self, start: &Start<'_>, out: &mut dyn Write) -> io::Result<()> {
-        self.pid = start.pid;
+        self.pid = start.pid.into();
+        self.start_ns = start.start_ns;
         out.write_all(b"[\n")?;
-        self.metadata("process_name", self.pid.into(), 0, "name", Some(start.command), 0);
-        out.write_all(&self.line)?;
-        self.metadata("process_sort_index", self.pid.into(), 0, "sort_index", None, 0);
-        out.write_all(&self.line)
+        self.metadata(out, "process_name", self.pid, 0, "name", string(start.command))?;
+        self.metadata(out, "process_sort_index", self.pid, 0, "sort_index", int(0))
     }
 
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
-        let pid = u64::from(self.pid);
+        let pid = self.pid;
         match *event {
-            Event::ThreadName { thread, name } => {
-                self.metadata("thread_name", pid, thread, "name", Some(name), 0);
+            Event::ThreadName { thread, name, .. } => {
+                self.metadata(out, "thread_name", pid, thread, "name", string(name))
             }
-            Event::SpanBegin { thread, ts, site, fields } => {
-                self.timed(site.name, Some(site.target), br#""B""#, (pid, thread), ts);
-                args(&mut self.line, fields, false);
-                self.line.push(b'}');
+            Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, .. } => {
+                let mut entries = field_entries(fields);
+                let e = if unclosed {
+                    self.unclosed += 1;
+                    entries.push(("unclosed".into(), "true".into()));
+                    format!(
+                        "{}{}",
+                        Self::head(site.name, Some(site.target), r#""B""#, pid, thread, begin_ts),
+                        args(&entries)
+                    )
+                } else {
+                    format!(
+                        r#"{},"dur":{}{}"#,
+                        Self::head(site.name, Some(site.target), r#""X""#, pid, thread, begin_ts),
+                        micros(ts.saturating_sub(begin_ts)),
+                        args(&entries)
+                    )
+                };
+                self.put(out, e)
             }
-            Event::SpanEnd { thread, ts, site, recorded, unclosed, .. } => {
-                self.timed(site.name, None, br#""E""#, (pid, thread), ts);
-                args(&mut self.line, recorded, unclosed);
-                self.line.push(b'}');
-            }
-            Event::Instant { thread, ts, site, fields } => {
-                self.timed(site.name, Some(site.target), br#""i","s":"t""#, (pid, thread), ts);
-                args(&mut self.line, fields, false);
-                self.line.push(b'}');
+            Event::Instant { thread, ts, site, fields, .. } => {
+                let message = fields.iter().find(|f| f.name == "message").and_then(|f| match f.value {
+                    Value::Str(m) => instant_name(m),
+                    _ => None,
+                });
+                let name = message.unwrap_or_else(|| site.name.to_string());
+                let mut entries = field_entries(fields);
+                let has = |key: &str| fields.iter().any(|f| f.name == key);
+                if !has("level") {
+                    entries.push(("level".into(), string(&site.level.to_string())));
+                }
+                if let (Some(file), false) = (site.file, has("location")) {
+                    let location = match site.line {
+                        Some(line) => format!("{file}:{line}"),
+                        None => file.to_string(),
+                    };
+                    entries.push(("location".into(), string(&location)));
+                }
+                let e = format!(
+                    "{}{}",
+                    Self::head(&name, Some(site.target), r#""i","s":"t""#, pid, thread, ts),
+                    args(&entries)
+                );
+                self.put(out, e)
             }
             Event::Lane(ref slice) => {
                 let (lpid, tid) = self.lane_ids(out, slice)?;
-                self.timed(slice.name, Some(slice.lane), br#""X""#, (lpid, tid), slice.begin_ns);
-                let l = &mut self.line;
-                l.extend_from_slice(br#","dur":"#);
-                micros(l, slice.end_ns.saturating_sub(slice.begin_ns));
-                args(l, slice.fields, false);
-                l.push(b'}');
+                let e = format!(
+                    r#"{},"dur":{}{}"#,
+                    Self::head(slice.name, Some(slice.lane), r#""X""#, lpid, tid, slice.begin_ns),
+                    micros(slice.end_ns.saturating_sub(slice.begin_ns)),
+                    args(&field_entries(slice.fields))
+                );
+                self.put(out, e)
             }
-            _ => return Ok(()),
+            _ => Ok(()),
         }
-        out.write_all(&self.line)
     }
 
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
+        let pid = self.pid;
+        let marker = |what: &str, key: &str, n: u64| {
+            format!(
+                r#"{},"args":{{{}:{}}}"#,
+                Self::head(
+                    &format!("{what} ({n})"),
+                    Some("cabin_trace"),
+                    r#""i","s":"g""#,
+                    pid,
+                    0,
+                    end.end_ns
+                ),
+                string(key),
+                int(n)
+            )
+        };
         if end.dropped_records > 0 {
-            self.metadata(
-                "trace_dropped_records",
-                self.pid.into(),
-                0,
-                "dropped_records",
-                None,
-                end.dropped_records,
-            );
-            out.write_all(&self.line)?;
+            self.put(out, marker("trace records dropped", "dropped_records", end.dropped_records))?;
+            for (ts, n) in [(self.start_ns, 0), (end.end_ns, end.dropped_records)] {
+                let e = format!(
+                    r#"{},"args":{{"dropped":{}}}"#,
+                    Self::head("trace records", Some("cabin_trace"), r#""C""#, pid, 0, ts),
+                    int(n)
+                );
+                self.put(out, e)?;
+            }
+        }
+        if self.unclosed > 0 {
+            self.put(out, marker("trace spans unclosed", "unclosed_spans", self.unclosed))?;
         }
         out.write_all(b"\n]\n")
     }

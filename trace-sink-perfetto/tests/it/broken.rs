@@ -49,6 +49,8 @@ struct Defects {
     unknown_field: bool,
     no_needs_flag: bool,
     no_snapshot: bool,
+    counter_on_thread: bool,
+    counter_without_unit: bool,
 }
 
 const SEQ: u64 = 5;
@@ -91,6 +93,23 @@ fn trace(d: Defects) -> Vec<u8> {
     if !d.no_end {
         packets.push(end);
     }
+    // A counter value (`TrackEvent.counter_value`, field 30) on the thread's
+    // track, or on a counter track whose CounterDescriptor (field 8) gives no unit.
+    let counter = |track: Option<u64>| {
+        let mut e = Msg::default().int(9, 4).int(30, 3);
+        if let Some(track) = track {
+            e = e.int(11, track);
+        }
+        Msg::default().int(10, SEQ).int(8, 25).int(13, 2).msg(11, e)
+    };
+    if d.counter_on_thread {
+        packets.push(counter(None));
+    }
+    if d.counter_without_unit {
+        let track = Msg::default().int(1, TRACK + 1).int(5, TRACK).text(2, "n").msg(8, Msg::default());
+        packets.push(Msg::default().int(10, SEQ).msg(60, track));
+        packets.push(counter(Some(TRACK + 1)));
+    }
     packets.into_iter().fold(Msg::default(), |t, p| t.msg(1, p)).0
 }
 
@@ -129,6 +148,8 @@ fn each_defect_is_refused_with_a_message_that_names_it() {
         ("unknown", Defects { unknown_field: true, ..d }, "unknown field in Trace.packet[2].track_event"),
         ("no-flag", Defects { no_needs_flag: true, ..d }, "without SEQ_NEEDS_INCREMENTAL_STATE"),
         ("no-snapshot", Defects { no_snapshot: true, ..d }, "which no snapshot on this sequence defines"),
+        ("counter-on-thread", Defects { counter_on_thread: true, ..d }, "which is not a counter track"),
+        ("counter-without-unit", Defects { counter_without_unit: true, ..d }, "whose unit is not given"),
     ];
     let dir = tempfile::tempdir().unwrap();
     for (name, defects, expected) in cases {

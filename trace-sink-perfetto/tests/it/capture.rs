@@ -181,21 +181,37 @@ fn a_span_open_at_the_end_is_closed_and_marked_unclosed() {
 }
 
 #[test]
-fn instants_keep_their_time_category_and_fields() {
+fn instants_are_named_after_their_message_with_their_level_and_location() {
     let busy = busy_command();
-    let instants: Vec<&Json> = busy.dumped.iter().filter(|r| r["kind"] == "instant").collect();
+    let instants: Vec<&Json> =
+        busy.dumped.iter().filter(|r| r["kind"] == "instant" && r.get("tid").is_some()).collect();
     assert_eq!(instants.len(), 1, "{instants:#?}");
     let resolved = instants[0];
-    assert_eq!(resolved["args"], json!({ "message": "resolved", "packages": 3 }));
+    assert_eq!(resolved["name"], "resolved");
+    let location = resolved["args"]["location"].as_str().expect("a location").to_string();
+    assert!(location.starts_with("trace-sink-perfetto/tests/it/capture.rs:"), "{location}");
+    assert_eq!(
+        resolved["args"],
+        json!({ "message": "resolved", "packages": 3, "level": "INFO", "location": location })
+    );
     assert_eq!(resolved["category"], "it::capture");
     let sent = busy.seen.iter().find_map(|s| match s {
-        Seen::Instant { ts, name, .. } => Some((*ts, name.clone())),
+        Seen::Instant { ts, .. } => Some(*ts),
         _ => None,
     });
-    assert_eq!(
-        sent,
-        Some((resolved["begin_ns"].as_u64().unwrap(), resolved["name"].as_str().unwrap().into()))
-    );
+    assert_eq!(sent, resolved["begin_ns"].as_u64());
+}
+
+#[test]
+fn the_unclosed_span_is_flagged_by_an_instant_on_the_process_track() {
+    let busy = busy_command();
+    let markers: Vec<&Json> =
+        busy.dumped.iter().filter(|r| r["kind"] == "instant" && r.get("process").is_some()).collect();
+    assert_eq!(markers.len(), 1, "{markers:#?}");
+    assert_eq!(markers[0]["name"], "trace spans unclosed (1)");
+    assert_eq!(markers[0]["args"], json!({ "unclosed_spans": 1 }));
+    assert_eq!(markers[0]["pid"], u64::from(std::process::id()));
+    assert!(busy.dumped.iter().all(|r| r["kind"] != "counter"), "no record was dropped");
 }
 
 #[test]

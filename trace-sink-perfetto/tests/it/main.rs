@@ -5,6 +5,7 @@
 mod broken;
 mod capture;
 mod failure;
+mod loss;
 mod processes;
 mod size;
 mod support;

@@ -1,0 +1,421 @@
+//! The JSON encoder of the Chrome sink: strings, numbers and times written
+//! straight into a byte buffer, and the parts every trace event shares (its
+//! separator, name, phase, ids and time, its `args` object).
+//!
+//! Nothing here knows what a span or a capture is: [`crate::ChromeSink`]
+//! decides which events to write, this module how their bytes look. Output
+//! is byte-for-byte what `tests/oracle` (a plain encoder written for clarity)
+//! writes, which `tests/same_bytes.rs` checks on varied streams.
+
+use std::io::{self, Write};
+
+use trace_core::{Field, Value};
+
+/// Output is handed to the writer once this much has built up (and at the
+/// finish): larger than the capture's file buffer, so it goes straight through.
+pub(crate) const WRITE_AT: usize = 32 * 1024;
+
+/// Bytes a JSON string cannot hold as they are: control characters, `"` and `\`.
+const fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// Whether any of the eight bytes of `x` needs escaping (exact, no false
+/// positives: each test is the classic "has a byte less than n" bit trick).
+#[inline]
+fn any_needs_escape(x: u64) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * n as u64) & !x & HIGH;
+    let quote = x ^ (ONES * b'"' as u64);
+    let backslash = x ^ (ONES * b'\\' as u64);
+    (below(x, 0x20) | below(quote, 1) | below(backslash, 1)) != 0
+}
+
+/// The index of the first byte of `bytes` that needs escaping, or its length.
+#[inline]
+fn plain_prefix(bytes: &[u8]) -> usize {
+    let mut i = 0;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        if any_needs_escape(u64::from_ne_bytes(chunk.try_into().expect("8 bytes"))) {
+            break;
+        }
+        i += 8;
+    }
+    while i < bytes.len() && !needs_escape(bytes[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// Appends `s` as a JSON string.
+#[inline]
+pub(crate) fn string(buf: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    let plain = plain_prefix(bytes);
+    buf.reserve(bytes.len() + 2);
+    buf.push(b'"');
+    if plain == bytes.len() {
+        buf.extend_from_slice(bytes);
+    } else {
+        escape(buf, bytes, plain);
+    }
+    buf.push(b'"');
+}
+
+/// Appends `bytes` escaped, the first `plain` of which need no escaping.
+#[cold]
+fn escape(buf: &mut Vec<u8>, bytes: &[u8], mut plain: usize) {
+    buf.extend_from_slice(&bytes[..plain]);
+    for (i, &b) in bytes.iter().enumerate().skip(plain) {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => b"",
+            _ => continue,
+        };
+        buf.extend_from_slice(&bytes[plain..i]);
+        if escape.is_empty() {
+            buf.extend_from_slice(b"\\u00");
+            buf.push(HEX[(b >> 4) as usize]);
+            buf.push(HEX[(b & 0xf) as usize]);
+        } else {
+            buf.extend_from_slice(escape);
+        }
+        plain = i + 1;
+    }
+    buf.extend_from_slice(&bytes[plain..]);
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `"00"` to `"99"`.
+const PAIRS: [[u8; 2]; 100] = {
+    let mut pairs = [[0; 2]; 100];
+    let mut i = 0;
+    while i < 100 {
+        pairs[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
+        i += 1;
+    }
+    pairs
+};
+
+/// The number of decimal digits of `n`.
+#[inline]
+fn digit_count(n: u64) -> usize {
+    n.checked_ilog10().unwrap_or(0) as usize + 1
+}
+
+/// Writes the digits of `n` to the end of `out`, which is exactly as long as
+/// [`digit_count`] says.
+#[inline]
+fn digits_into(out: &mut [u8], mut n: u64) {
+    let mut i = out.len();
+    while n >= 100 {
+        i -= 2;
+        out[i..i + 2].copy_from_slice(&PAIRS[(n % 100) as usize]);
+        n /= 100;
+    }
+    if n >= 10 {
+        out[i - 2..i].copy_from_slice(&PAIRS[n as usize]);
+    } else {
+        out[i - 1] = b'0' + n as u8;
+    }
+}
+
+/// Appends `n` in decimal.
+#[inline]
+pub(crate) fn uint(buf: &mut Vec<u8>, n: u64) {
+    let at = buf.len();
+    let len = digit_count(n);
+    // A fixed-size extension (no call to copy a variable length), trimmed after.
+    buf.extend_from_slice(&[0; 20]);
+    digits_into(&mut buf[at..at + len], n);
+    buf.truncate(at + len);
+}
+
+/// Appends `n` in decimal.
+pub(crate) fn int(buf: &mut Vec<u8>, n: i64) {
+    if n < 0 {
+        buf.push(b'-');
+    }
+    uint(buf, n.unsigned_abs());
+}
+
+/// Appends nanoseconds as microseconds with three decimals.
+#[inline]
+pub(crate) fn micros(buf: &mut Vec<u8>, ns: u64) {
+    let (whole, frac) = (ns / 1000, (ns % 1000) as usize);
+    let at = buf.len();
+    let len = digit_count(whole);
+    buf.extend_from_slice(&[0; 24]);
+    let out = &mut buf[at..at + len + 4];
+    digits_into(&mut out[..len], whole);
+    out[len] = b'.';
+    out[len + 1] = b'0' + (frac / 100) as u8;
+    out[len + 2..].copy_from_slice(&PAIRS[frac % 100]);
+    buf.truncate(at + len + 4);
+}
+
+pub(crate) fn value(buf: &mut Vec<u8>, v: &Value<'_>) {
+    match *v {
+        Value::I64(v) => int(buf, v),
+        Value::U64(v) => uint(buf, v),
+        Value::F64(v) if v.is_finite() => {
+            let _ = write!(buf, "{v}");
+        }
+        // As `Display` writes them, quoted.
+        Value::F64(v) if v.is_nan() => buf.extend_from_slice(br#""NaN""#),
+        Value::F64(v) if v > 0.0 => buf.extend_from_slice(br#""inf""#),
+        Value::F64(_) => buf.extend_from_slice(br#""-inf""#),
+        Value::Bool(v) => buf.extend_from_slice(if v { b"true" } else { b"false" }),
+        Value::Str(s) => string(buf, s),
+    }
+}
+
+/// Appends `s` as a JSON string followed, inside the quotes, by `tail`,
+/// which must need no escaping (the ellipsis of a shortened name, a
+/// `:line` suffix).
+pub(crate) fn string_then(buf: &mut Vec<u8>, s: &str, tail: &[u8]) {
+    debug_assert!(tail.iter().all(|&b| !needs_escape(b)));
+    string(buf, s);
+    buf.pop();
+    buf.extend_from_slice(tail);
+    buf.push(b'"');
+}
+
+/// The `args` object of one event, written as its entries come: nothing at
+/// all when it gets none.
+pub(crate) struct Args<'b> {
+    buf: &'b mut Vec<u8>,
+    open: bool,
+}
+
+impl<'b> Args<'b> {
+    /// Starts the `args` of the event being written into `buf`.
+    #[inline]
+    pub(crate) fn new(buf: &'b mut Vec<u8>) -> Self {
+        Args { buf, open: false }
+    }
+
+    /// Appends the key of the next entry and its colon, and returns the
+    /// buffer for its value.
+    #[inline]
+    pub(crate) fn key(&mut self, key: &str) -> &mut Vec<u8> {
+        if self.open {
+            self.buf.push(b',');
+        } else {
+            self.open = true;
+            self.buf.extend_from_slice(br#","args":{"#);
+        }
+        string(self.buf, key);
+        self.buf.push(b':');
+        self.buf
+    }
+
+    /// Appends each field as an entry.
+    #[inline]
+    pub(crate) fn fields(&mut self, fields: &[Field<'_>]) {
+        for f in fields {
+            let buf = self.key(f.name);
+            value(buf, &f.value);
+        }
+    }
+
+    /// Closes the object, if it was opened.
+    #[inline]
+    pub(crate) fn close(self) {
+        if self.open {
+            self.buf.push(b'}');
+        }
+    }
+}
+
+/// Appends `,"pid":P,"tid":T`.
+fn ids(buf: &mut Vec<u8>, pid: u64, tid: u64) {
+    buf.extend_from_slice(br#","pid":"#);
+    uint(buf, pid);
+    buf.extend_from_slice(br#","tid":"#);
+    uint(buf, tid);
+}
+
+/// The file's bytes not yet written: the opening bracket, then events
+/// separated by `,\n`, each encoded here and handed to the writer in pieces
+/// of at least [`WRITE_AT`] bytes.
+#[derive(Debug, Default)]
+pub(crate) struct Events {
+    /// Output not yet written.
+    pub(crate) buf: Vec<u8>,
+    /// Whether an event has been encoded (the next one needs a separator).
+    any: bool,
+    /// The process and thread of the last timed event, and its encoded
+    /// `,"pid":P,"tid":T,"ts":`.
+    last_ids: Option<(u64, u64)>,
+    ids: Vec<u8>,
+}
+
+impl Events {
+    /// Opens the array.
+    pub(crate) fn begin(&mut self) {
+        self.buf.reserve(WRITE_AT + 4 * 1024);
+        self.buf.extend_from_slice(b"[\n");
+    }
+
+    /// Closes the array.
+    pub(crate) fn end(&mut self) {
+        self.buf.extend_from_slice(b"\n]\n");
+    }
+
+    /// Starts a new event: the separator from the previous one, and `{`.
+    #[inline]
+    fn open(&mut self) {
+        if self.any {
+            self.buf.extend_from_slice(b",\n{");
+        } else {
+            self.any = true;
+            self.buf.push(b'{');
+        }
+    }
+
+    /// A metadata (`M`) event naming a process or thread, or giving a sort index.
+    pub(crate) fn metadata(
+        &mut self,
+        what: &str,
+        (pid, tid): (u64, u64),
+        key: &str,
+        name: Option<&str>,
+        index: u64,
+    ) {
+        self.open();
+        self.buf.extend_from_slice(br#""name":"#);
+        string(&mut self.buf, what);
+        self.buf.extend_from_slice(br#","ph":"M""#);
+        ids(&mut self.buf, pid, tid);
+        self.buf.extend_from_slice(br#","args":{"#);
+        string(&mut self.buf, key);
+        self.buf.push(b':');
+        match name {
+            Some(n) => string(&mut self.buf, n),
+            None => uint(&mut self.buf, index),
+        }
+        self.buf.extend_from_slice(b"}}");
+    }
+
+    /// Starts an event with a time: name (followed inside its quotes by
+    /// `name_tail`), category, phase, ids and `ts`; the caller adds what
+    /// follows and then calls [`Events::close`].
+    #[inline]
+    pub(crate) fn timed(
+        &mut self,
+        (name, name_tail): (&str, &[u8]),
+        cat: Option<&str>,
+        ph: &[u8],
+        (pid, tid): (u64, u64),
+        ts: u64,
+    ) -> &mut Vec<u8> {
+        self.open();
+        let b = &mut self.buf;
+        b.extend_from_slice(br#""name":"#);
+        if name_tail.is_empty() {
+            string(b, name);
+        } else {
+            string_then(b, name, name_tail);
+        }
+        if let Some(cat) = cat {
+            b.extend_from_slice(br#","cat":"#);
+            string(b, cat);
+        }
+        b.extend_from_slice(br#","ph":"#);
+        b.extend_from_slice(ph);
+        // Events come in runs on one thread: its ids are encoded once a run.
+        if self.last_ids != Some((pid, tid)) {
+            self.last_ids = Some((pid, tid));
+            self.ids.clear();
+            ids(&mut self.ids, pid, tid);
+            self.ids.extend_from_slice(br#","ts":"#);
+        }
+        b.extend_from_slice(&self.ids);
+        micros(b, ts);
+        b
+    }
+
+    /// Ends the event begun by [`Events::timed`].
+    #[inline]
+    pub(crate) fn close(&mut self) {
+        self.buf.push(b'}');
+    }
+
+    /// Writes what has built up once there is enough of it.
+    #[inline]
+    pub(crate) fn write_some(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        if self.buf.len() < WRITE_AT {
+            return Ok(());
+        }
+        self.write_all(out)
+    }
+
+    /// Writes everything built up.
+    pub(crate) fn write_all(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        let r = out.write_all(&self.buf);
+        self.buf.clear();
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(s: &str) -> String {
+        let mut v = Vec::new();
+        string(&mut v, s);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn strings_are_escaped_as_json_requires() {
+        for s in ["plain", "quote \" and \\ back", "tab\tnew\nline\r", "\u{1}\u{1f}", "ünï €", ""] {
+            let parsed: String = serde_json::from_str(&json(s)).unwrap();
+            assert_eq!(parsed, s);
+        }
+    }
+
+    #[test]
+    fn microseconds_keep_every_nanosecond_digit() {
+        for (ns, text) in
+            [(0, "0.000"), (1, "0.001"), (999, "0.999"), (1_000, "1.000"), (123_456_789, "123456.789")]
+        {
+            let mut v = Vec::new();
+            micros(&mut v, ns);
+            assert_eq!(String::from_utf8(v).unwrap(), text);
+        }
+        let mut v = Vec::new();
+        micros(&mut v, u64::MAX);
+        assert_eq!(String::from_utf8(v).unwrap(), "18446744073709551.615");
+    }
+
+    #[test]
+    fn integers_are_written_as_display_writes_them() {
+        let mut powers: Vec<u64> = (0..20).map(|e| 10u64.pow(e)).collect();
+        powers.extend(powers.clone().iter().map(|p| p - 1));
+        powers.extend([u64::MAX, u64::MAX - 1, 42, 4242]);
+        for n in powers {
+            let mut v = Vec::new();
+            uint(&mut v, n);
+            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
+            let n = n as i64;
+            let mut v = Vec::new();
+            int(&mut v, n);
+            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
+        }
+        for n in [i64::MIN, i64::MIN + 1, -1, -10, -99, -100] {
+            let mut v = Vec::new();
+            int(&mut v, n);
+            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
+        }
+    }
+}

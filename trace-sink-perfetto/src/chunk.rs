@@ -1,0 +1,227 @@
+//! Packets on their way to the file: the chunk they collect in, and its
+//! compression into one `compressed_packets` packet.
+
+use std::io::{self, Write};
+
+use flate2::{Compress, Compression, FlushCompress, Status};
+use prost::Message;
+
+use crate::format::{put_varint, varint_len, COMPRESSED_PACKETS_FIELD, PACKET_KEY, WIRE_LEN};
+use crate::proto::TracePacket;
+
+/// Writes packets into the chunk, and keeps the one buffer a track event
+/// needs besides it, so that encoding an event allocates nothing once the
+/// buffers have grown (new interned strings aside).
+///
+/// Packets collect in a chunk of up to [`CHUNK_BYTES`]; a full chunk goes to
+/// the file as one `compressed_packets` packet (see [`Chunk`]).
+#[derive(Debug, Default)]
+pub(crate) struct Encoder {
+    pub(crate) chunk: Chunk,
+    /// The current event's annotations: each name's iid, and whether the
+    /// event is the first to use it.
+    pub(crate) annotations: Vec<(u64, bool)>,
+}
+
+impl Encoder {
+    /// Appends `packet`, a prost message (for the packets that are not track
+    /// events: a few per sequence), as one `Trace.packet` entry.
+    pub(crate) fn write(&mut self, out: &mut dyn Write, packet: &TracePacket) -> io::Result<()> {
+        let buf = &mut self.chunk.pending;
+        buf.push(PACKET_KEY);
+        put_varint(buf, packet.encoded_len() as u64);
+        // A Vec grows as needed, so this cannot run out of room; map the error anyway.
+        packet.encode(buf).map_err(io::Error::other)?;
+        self.appended(out)
+    }
+
+    /// Sends the chunk to the file once a packet appended to it filled it.
+    #[inline]
+    pub(crate) fn appended(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        if self.chunk.pending.len() >= CHUNK_BYTES {
+            self.chunk.flush(out)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the packets still held to the file: at the end of the capture.
+    pub(crate) fn flush(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        self.chunk.flush(out)
+    }
+}
+
+/// Packets held before they go to the file, at most this many bytes of them
+/// (and one packet more).
+pub(crate) const CHUNK_BYTES: usize = 64 * 1024;
+/// A chunk smaller than this goes to the file as it is: the packets of a short
+/// capture stay readable by any protobuf decoder, and the compressor (a few
+/// hundred KiB of tables) is never set up for them.
+pub(crate) const MIN_COMPRESSED_BYTES: usize = 8 * 1024;
+/// zlib's fastest level: a chunk of track events shrinks about fivefold even
+/// so, and the writer thread spends little on it.
+const LEVEL: u32 = 1;
+
+/// Packets on their way to the file, compressed a chunk at a time.
+///
+/// A full chunk becomes one `TracePacket` holding only `compressed_packets`:
+/// the zlib stream of the chunk's `Trace.packet` entries, which the trace
+/// processor inflates and reads as if they stood in the file in its place. The
+/// compressed packet belongs to no sequence; the packets inside keep theirs,
+/// in order, so the file stays a valid trace, and concatenating two files still
+/// gives one. A chunk that does not shrink goes out as it is.
+#[derive(Default)]
+pub(crate) struct Chunk {
+    pub(crate) pending: Vec<u8>,
+    compressor: Option<Compress>,
+    deflated: Vec<u8>,
+    head: Vec<u8>,
+}
+
+impl std::fmt::Debug for Chunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chunk").field("pending", &self.pending.len()).finish_non_exhaustive()
+    }
+}
+
+impl Chunk {
+    pub(crate) fn flush(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let written = if self.pending.len() >= MIN_COMPRESSED_BYTES && self.deflate()? {
+            // The packet's key and length, then `compressed_packets`' key and length.
+            let field_key = u64::from((COMPRESSED_PACKETS_FIELD << 3) | WIRE_LEN);
+            let len = self.deflated.len() as u64;
+            self.head.clear();
+            self.head.push(PACKET_KEY);
+            put_varint(&mut self.head, varint_len(field_key) as u64 + varint_len(len) as u64 + len);
+            put_varint(&mut self.head, field_key);
+            put_varint(&mut self.head, len);
+            out.write_all(&self.head).and_then(|()| out.write_all(&self.deflated))
+        } else {
+            out.write_all(&self.pending)
+        };
+        self.pending.clear();
+        written
+    }
+
+    /// Compresses the pending packets into `deflated`; false when that saved nothing.
+    fn deflate(&mut self) -> io::Result<bool> {
+        let compressor = self.compressor.get_or_insert_with(|| Compress::new(Compression::new(LEVEL), true));
+        compressor.reset();
+        self.deflated.clear();
+        let input = &self.pending[..];
+        loop {
+            let consumed = usize::try_from(compressor.total_in()).unwrap_or(usize::MAX).min(input.len());
+            if self.deflated.capacity() - self.deflated.len() < 1024 {
+                self.deflated.reserve(input.len() / 4 + 1024);
+            }
+            let before = (compressor.total_in(), compressor.total_out());
+            match compressor.compress_vec(&input[consumed..], &mut self.deflated, FlushCompress::Finish) {
+                Ok(Status::StreamEnd) => break,
+                Ok(_) if (compressor.total_in(), compressor.total_out()) != before => {}
+                Ok(_) => return Err(io::Error::other("the compressor made no progress")),
+                Err(e) => return Err(io::Error::other(e)),
+            }
+        }
+        Ok(self.deflated.len() + 8 < self.pending.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Timestamps;
+    use crate::format::TYPE_SLICE_BEGIN;
+    use crate::proto::Trace;
+    use crate::sequence::Sequence;
+    use crate::track_event::EventSpec;
+
+    fn decode(bytes: &[u8]) -> Vec<TracePacket> {
+        match Trace::decode(bytes) {
+            Ok(trace) => trace.packet,
+            Err(e) => panic!("our own bytes do not decode: {e}"),
+        }
+    }
+
+    /// Inflates one zlib stream.
+    fn inflate(deflated: &[u8]) -> Vec<u8> {
+        let mut d = flate2::Decompress::new(true);
+        let mut out = Vec::with_capacity(2 * CHUNK_BYTES);
+        match d.decompress_vec(deflated, &mut out, flate2::FlushDecompress::Finish) {
+            Ok(Status::StreamEnd) => out,
+            other => panic!("the stream does not inflate in one go: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_full_chunk_goes_out_as_one_compressed_packet_holding_the_same_packets() {
+        let mut enc = Encoder::default();
+        let mut out = Vec::new();
+        let mut seq = Sequence::start(&mut enc, &mut out, 7, Timestamps::Incremental, Some(99), 0).unwrap();
+        let mut ts = 0;
+        let mut step = |enc: &mut Encoder, out: &mut Vec<u8>| {
+            ts += 300 + ts % 7;
+            let spec = EventSpec {
+                ts,
+                kind: TYPE_SLICE_BEGIN,
+                name: Some("step"),
+                category: Some("bench"),
+                ..EventSpec::default()
+            };
+            seq.event(enc, out, &spec).unwrap();
+        };
+        while enc.chunk.pending.len() < CHUNK_BYTES - 64 {
+            step(&mut enc, &mut out);
+        }
+        assert!(out.is_empty(), "nothing reaches the file before the chunk is full");
+        let plain = enc.chunk.pending.clone();
+        enc.flush(&mut out).unwrap();
+        let packets = decode(&out);
+        assert_eq!(packets.len(), 1, "one packet holds the chunk");
+        let compressed = packets[0].compressed_packets.clone().unwrap_or_default();
+        let only = TracePacket { compressed_packets: Some(compressed.clone()), ..Default::default() };
+        assert!(packets[0] == only, "the packet holds nothing but the compressed packets");
+        assert!(inflate(&compressed) == plain, "it inflates to the packets, byte for byte");
+        assert!(out.len() * 4 < plain.len(), "{} bytes for {} of packets", out.len(), plain.len());
+        // A chunk that fills up goes out by itself.
+        out.clear();
+        while out.is_empty() {
+            step(&mut enc, &mut out);
+        }
+        assert_eq!(decode(&out).len(), 1);
+        assert!(enc.chunk.pending.is_empty());
+    }
+
+    #[test]
+    fn a_short_chunk_goes_out_as_it_is() {
+        let mut enc = Encoder::default();
+        let mut out = Vec::new();
+        Sequence::start(&mut enc, &mut out, 7, Timestamps::Incremental, Some(99), 0).unwrap();
+        let plain = enc.chunk.pending.clone();
+        assert!(!plain.is_empty() && plain.len() < MIN_COMPRESSED_BYTES);
+        enc.flush(&mut out).unwrap();
+        assert_eq!(out, plain);
+        enc.flush(&mut out).unwrap();
+        assert_eq!(out, plain, "a second flush writes nothing");
+    }
+
+    #[test]
+    fn a_chunk_that_does_not_shrink_goes_out_as_it_is() {
+        let mut chunk = Chunk::default();
+        // A xorshift stream: nothing for the compressor to find.
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        chunk.pending = (0..MIN_COMPRESSED_BYTES * 2)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let plain = chunk.pending.clone();
+        let mut out = Vec::new();
+        chunk.flush(&mut out).unwrap();
+        assert_eq!(out, plain);
+    }
+}

@@ -1,0 +1,103 @@
+//! A sequence's clock: the snapshot that binds it to CLOCK_MONOTONIC (and
+//! BOOTTIME, the trace processor's own), and the timestamps of its events.
+
+use crate::format::{CLOCK_BOOTTIME, CLOCK_INCREMENTAL, CLOCK_MONOTONIC};
+use crate::proto::{Clock, ClockSnapshot};
+
+/// How a sequence writes its timestamps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timestamps {
+    /// As deltas on the sequence's own incremental clock, which counts
+    /// nanoseconds of CLOCK_MONOTONIC: one thread's events come in time order,
+    /// and a delta takes two or three bytes where the absolute time takes nine.
+    Incremental,
+    /// As CLOCK_MONOTONIC nanoseconds: for events that come in no useful order
+    /// (the slices of external lanes).
+    Absolute,
+}
+
+/// The clock of one sequence.
+#[derive(Debug)]
+pub(crate) struct SequenceClock {
+    timestamps: Timestamps,
+    /// The incremental clock's value: the time of the sequence's last event
+    /// written on it.
+    last: u64,
+}
+
+impl SequenceClock {
+    /// A clock that starts at `base_ns` (CLOCK_MONOTONIC).
+    pub(crate) fn new(timestamps: Timestamps, base_ns: u64) -> Self {
+        SequenceClock { timestamps, last: base_ns }
+    }
+
+    /// The snapshot for the sequence's first packet, taken before any event,
+    /// and the clock its timestamps are on by default.
+    pub(crate) fn snapshot(&self) -> (ClockSnapshot, u32) {
+        let base_ns = self.last;
+        let clock = |clock_id: u32, timestamp: u64| Clock {
+            clock_id: Some(clock_id),
+            timestamp: Some(timestamp),
+            is_incremental: None,
+            unit_multiplier_ns: None,
+        };
+        let mut clocks = vec![
+            clock(CLOCK_BOOTTIME, base_ns.saturating_add(boottime_lead_ns())),
+            clock(CLOCK_MONOTONIC, base_ns),
+        ];
+        let timestamp_clock_id = match self.timestamps {
+            Timestamps::Incremental => {
+                clocks.push(Clock {
+                    clock_id: Some(CLOCK_INCREMENTAL),
+                    timestamp: Some(base_ns),
+                    is_incremental: Some(true),
+                    unit_multiplier_ns: Some(1),
+                });
+                CLOCK_INCREMENTAL
+            }
+            Timestamps::Absolute => CLOCK_MONOTONIC,
+        };
+        (ClockSnapshot { clocks }, timestamp_clock_id)
+    }
+
+    /// The packet's `timestamp` and, when it is not the sequence's default
+    /// clock, `timestamp_clock_id` for an event at `ts`.
+    pub(crate) fn stamp(&mut self, ts: u64) -> (u64, Option<u32>) {
+        match self.timestamps {
+            Timestamps::Incremental if ts >= self.last => {
+                let delta = ts - self.last;
+                self.last = ts;
+                (delta, None)
+            }
+            // Deltas cannot be negative: an event earlier than the last one
+            // (never seen from one thread, but cheap to get right) is written
+            // on CLOCK_MONOTONIC, which leaves the incremental clock alone.
+            Timestamps::Incremental => (ts, Some(CLOCK_MONOTONIC)),
+            Timestamps::Absolute => (ts, None),
+        }
+    }
+}
+
+/// What CLOCK_BOOTTIME reads ahead of CLOCK_MONOTONIC (the time spent
+/// suspended), where the system has a boot-time clock.
+fn boottime_lead_ns() -> u64 {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        fn read(clock: libc::clockid_t) -> Option<u64> {
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: `ts` is a valid, writable timespec.
+            let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+            (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+        }
+        // BOOTTIME read between two MONOTONIC readings, against their midpoint.
+        match (read(libc::CLOCK_MONOTONIC), read(libc::CLOCK_BOOTTIME), read(libc::CLOCK_MONOTONIC)) {
+            (Some(before), Some(boot), Some(after)) => boot.saturating_sub(before / 2 + after / 2),
+            _ => 0,
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        // No boot-time clock to relate to: state that the two agree.
+        0
+    }
+}

@@ -1,0 +1,364 @@
+//! The sink's state for one capture: the process, thread, lane and counter
+//! tracks, the sequence each writes on, and the events it writes there.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use trace_core::{Field, Finish, LaneSlice, Site, Tid, Value};
+// The one naming rule of instants, so that both files name them alike.
+use trace_sink_chrome::instant_name;
+
+use crate::chunk::Encoder;
+use crate::clock::Timestamps;
+use crate::format::{
+    CHILD_ORDERING_EXPLICIT, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END, UNIT_COUNT,
+};
+use crate::ids::{Ids, TrackKind};
+use crate::intern::FastHash;
+use crate::proto::{CounterDescriptor, ProcessDescriptor, ThreadDescriptor, TrackDescriptor};
+use crate::sequence::Sequence;
+use crate::track_event::EventSpec;
+
+/// The annotation that marks a span the capture closed itself.
+const UNCLOSED: [Field<'static>; 1] = [Field { name: "unclosed", value: Value::Bool(true) }];
+/// The category of the sink's own events.
+const OWN_CATEGORY: &str = "cabin_trace";
+
+/// An external lane's tracks.
+#[derive(Debug)]
+struct Lane {
+    name: String,
+    uuid: u64,
+    /// `(sub-lane, track uuid)`, in the order they appeared.
+    tracks: Vec<(u32, u64)>,
+}
+
+/// Everything the sink knows once the capture started.
+#[derive(Debug)]
+pub(crate) struct State {
+    pid: i32,
+    ids: Ids,
+    /// The capture's start (CLOCK_MONOTONIC ns): where each sequence's clock starts.
+    base_ns: u64,
+    process_track: u64,
+    /// The sequence of the process and lane tracks and of the lanes' slices.
+    process: Sequence,
+    pub(crate) threads: HashMap<Tid, Sequence, FastHash>,
+    /// Sequences started so far, the process's included: the next one's index.
+    sequences: u32,
+    lanes: Vec<Lane>,
+    pub(crate) enc: Encoder,
+    /// Spans the capture closed itself, for the marker at the finish.
+    unclosed: u64,
+    /// An instant's `file:line`, reused.
+    location: String,
+}
+
+impl State {
+    pub(crate) fn start(
+        command: &str,
+        pid: u32,
+        base_ns: u64,
+        start_unix_ms: u64,
+        out: &mut dyn Write,
+    ) -> io::Result<State> {
+        let ids = Ids::new(pid, base_ns, start_unix_ms);
+        // Real pids are below 2^22; the schema's pid is an int32.
+        let pid = i32::try_from(pid).unwrap_or(i32::MAX);
+        let mut enc = Encoder::default();
+        let mut process =
+            Sequence::start(&mut enc, out, ids.sequence(0), Timestamps::Absolute, None, base_ns)?;
+        let process_track = ids.track(TrackKind::Process, 0);
+        process.describe(
+            &mut enc,
+            out,
+            TrackDescriptor {
+                uuid: Some(process_track),
+                process: Some(ProcessDescriptor { pid: Some(pid), process_name: Some(command.to_string()) }),
+                ..Default::default()
+            },
+        )?;
+        Ok(State {
+            pid,
+            ids,
+            base_ns,
+            process_track,
+            process,
+            threads: HashMap::default(),
+            sequences: 1,
+            lanes: Vec::new(),
+            enc,
+            unclosed: 0,
+            location: String::new(),
+        })
+    }
+
+    /// Starts `thread`'s sequence and declares its track, once.
+    pub(crate) fn thread(&mut self, thread: Tid, name: Option<&str>, out: &mut dyn Write) -> io::Result<()> {
+        if self.threads.contains_key(&thread) {
+            return Ok(());
+        }
+        let index = self.sequences;
+        self.sequences = self.sequences.wrapping_add(1);
+        let track = self.ids.track(TrackKind::Thread, u64::from(index));
+        let mut sequence = Sequence::start(
+            &mut self.enc,
+            out,
+            self.ids.sequence(index),
+            Timestamps::Incremental,
+            Some(track),
+            self.base_ns,
+        )?;
+        let thread_name = match name {
+            Some(name) => name.to_string(),
+            None => format!("thread-{thread}"),
+        };
+        sequence.describe(
+            &mut self.enc,
+            out,
+            TrackDescriptor {
+                uuid: Some(track),
+                parent_uuid: Some(self.process_track),
+                thread: Some(ThreadDescriptor {
+                    pid: Some(self.pid),
+                    tid: Some(thread as i64),
+                    thread_name: Some(thread_name),
+                }),
+                ..Default::default()
+            },
+        )?;
+        self.threads.insert(thread, sequence);
+        Ok(())
+    }
+
+    /// Writes a track event on `thread`'s sequence.
+    fn thread_event(&mut self, thread: Tid, spec: &EventSpec<'_>, out: &mut dyn Write) -> io::Result<()> {
+        // One lookup for a thread seen before: every event but its first.
+        if let Some(sequence) = self.threads.get_mut(&thread) {
+            return sequence.event(&mut self.enc, out, spec);
+        }
+        self.thread(thread, None, out)?;
+        match self.threads.get_mut(&thread) {
+            Some(sequence) => sequence.event(&mut self.enc, out, spec),
+            None => Ok(()),
+        }
+    }
+
+    /// The uuid of the track of `slice`'s sub-lane, declared with its lane's
+    /// track the first time.
+    fn lane_track(&mut self, slice: &LaneSlice<'_>, out: &mut dyn Write) -> io::Result<u64> {
+        let index = match self.lanes.iter().position(|l| l.name == slice.lane) {
+            Some(index) => index,
+            None => {
+                let index = self.lanes.len();
+                let uuid = self.ids.track(TrackKind::Lane, index as u64);
+                self.process.describe(
+                    &mut self.enc,
+                    out,
+                    TrackDescriptor {
+                        uuid: Some(uuid),
+                        name: Some(slice.lane.to_string()),
+                        child_ordering: Some(CHILD_ORDERING_EXPLICIT),
+                        ..Default::default()
+                    },
+                )?;
+                self.lanes.push(Lane { name: slice.lane.to_string(), uuid, tracks: Vec::new() });
+                index
+            }
+        };
+        let lane = &mut self.lanes[index];
+        if let Some(&(_, uuid)) = lane.tracks.iter().find(|(track, _)| *track == slice.track) {
+            return Ok(uuid);
+        }
+        let uuid = self.ids.track(TrackKind::SubLane, ((index as u64) << 32) | u64::from(slice.track));
+        let parent = lane.uuid;
+        lane.tracks.push((slice.track, uuid));
+        self.process.describe(
+            &mut self.enc,
+            out,
+            TrackDescriptor {
+                uuid: Some(uuid),
+                parent_uuid: Some(parent),
+                name: Some(format!("{} {}", slice.lane, slice.track)),
+                sibling_order_rank: Some(i32::try_from(slice.track).unwrap_or(i32::MAX)),
+                ..Default::default()
+            },
+        )?;
+        Ok(uuid)
+    }
+
+    pub(crate) fn lane(&mut self, slice: &LaneSlice<'_>, out: &mut dyn Write) -> io::Result<()> {
+        let track = self.lane_track(slice, out)?;
+        let begin = EventSpec {
+            ts: slice.begin_ns,
+            kind: TYPE_SLICE_BEGIN,
+            track: Some(track),
+            name: Some(slice.name),
+            category: Some(slice.lane),
+            fields: slice.fields,
+            ..EventSpec::default()
+        };
+        self.process.event(&mut self.enc, out, &begin)?;
+        let end = EventSpec {
+            ts: slice.end_ns.max(slice.begin_ns),
+            kind: TYPE_SLICE_END,
+            track: Some(track),
+            ..EventSpec::default()
+        };
+        self.process.event(&mut self.enc, out, &end)
+    }
+}
+
+impl State {
+    /// A `tracing` event: an instant named after its message, with its level
+    /// and source location as annotations after its fields.
+    pub(crate) fn instant(
+        &mut self,
+        thread: Tid,
+        ts: u64,
+        site: Site<'_>,
+        fields: &[Field<'_>],
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let has = |name: &str| fields.iter().any(|f| f.name == name);
+        let full_name = fields.iter().find(|f| f.name == "message").and_then(|f| match f.value {
+            Value::Str(m) => instant_name(m),
+            _ => None,
+        });
+        let mut location = std::mem::take(&mut self.location);
+        location.clear();
+        let mut extra = [Field { name: "level", value: Value::Str(site.level.as_str()) }; 2];
+        let mut extras = 0;
+        // A field of the same name, set by the tool, is not shadowed.
+        if !has("level") {
+            extras += 1;
+        }
+        if let (Some(file), false) = (site.file, has("location")) {
+            use std::fmt::Write as _;
+            location.push_str(file);
+            if let Some(line) = site.line {
+                let _ = write!(location, ":{line}");
+            }
+            extra[extras] = Field { name: "location", value: Value::Str(&location) };
+            extras += 1;
+        }
+        let spec = EventSpec {
+            ts,
+            kind: TYPE_INSTANT,
+            name: if full_name.is_some() { None } else { Some(site.name) },
+            category: Some(site.target),
+            fields,
+            extra: &extra[..extras],
+            full_name,
+            ..EventSpec::default()
+        };
+        let written = self.thread_event(thread, &spec, out);
+        self.location = location;
+        written
+    }
+
+    /// An instant on the process's track at `ts`, named `what (count)`, with
+    /// the count as the annotation `key`: where a reader looks first.
+    fn marker(
+        &mut self,
+        ts: u64,
+        what: &str,
+        key: &'static str,
+        count: u64,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let name = format!("{what} ({count})");
+        let fields = [Field { name: key, value: Value::U64(count) }];
+        let spec = EventSpec {
+            ts,
+            kind: TYPE_INSTANT,
+            track: Some(self.process_track),
+            name: Some(&name),
+            category: Some(OWN_CATEGORY),
+            fields: &fields,
+            ..EventSpec::default()
+        };
+        self.process.event(&mut self.enc, out, &spec)
+    }
+
+    /// A counter track of the process, `trace records dropped`, at 0 at the
+    /// capture's start and at `count` at `end_ns`.
+    fn dropped_counter(&mut self, end_ns: u64, count: u64, out: &mut dyn Write) -> io::Result<()> {
+        let uuid = self.ids.track(TrackKind::Counter, 0);
+        self.process.describe(
+            &mut self.enc,
+            out,
+            TrackDescriptor {
+                uuid: Some(uuid),
+                parent_uuid: Some(self.process_track),
+                name: Some("trace records dropped".to_string()),
+                counter: Some(CounterDescriptor { unit: Some(UNIT_COUNT) }),
+                ..Default::default()
+            },
+        )?;
+        for (ts, value) in [(self.base_ns, 0), (end_ns, i64::try_from(count).unwrap_or(i64::MAX))] {
+            let spec = EventSpec {
+                ts,
+                kind: TYPE_COUNTER,
+                track: Some(uuid),
+                counter: Some(value),
+                ..EventSpec::default()
+            };
+            self.process.event(&mut self.enc, out, &spec)?;
+        }
+        Ok(())
+    }
+
+    /// A span was entered: a slice begins on its thread's track.
+    pub(crate) fn span_begin(
+        &mut self,
+        thread: Tid,
+        ts: u64,
+        site: Site<'_>,
+        fields: &[Field<'_>],
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let spec = EventSpec {
+            ts,
+            kind: TYPE_SLICE_BEGIN,
+            name: Some(site.name),
+            category: Some(site.target),
+            fields,
+            ..EventSpec::default()
+        };
+        self.thread_event(thread, &spec, out)
+    }
+
+    /// A span ended: its slice ends, with the fields recorded since its begin.
+    pub(crate) fn span_end(
+        &mut self,
+        thread: Tid,
+        ts: u64,
+        recorded: &[Field<'_>],
+        unclosed: bool,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        self.unclosed += u64::from(unclosed);
+        let spec = EventSpec {
+            ts,
+            kind: TYPE_SLICE_END,
+            fields: recorded,
+            extra: if unclosed { &UNCLOSED } else { &[] },
+            ..EventSpec::default()
+        };
+        self.thread_event(thread, &spec, out)
+    }
+
+    /// The end of the capture: the loss markers, then the last chunk.
+    pub(crate) fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
+        if end.dropped_records > 0 {
+            self.marker(end.end_ns, "trace records dropped", "dropped_records", end.dropped_records, out)?;
+            self.dropped_counter(end.end_ns, end.dropped_records, out)?;
+        }
+        if self.unclosed > 0 {
+            let count = self.unclosed;
+            self.marker(end.end_ns, "trace spans unclosed", "unclosed_spans", count, out)?;
+        }
+        self.enc.flush(out)
+    }
+}
