@@ -178,7 +178,7 @@ pub fn report(
                 let verdict = if r <= t.at_most {
                     "met".to_string()
                 } else {
-                    format!("missed by {:.0}%", 100.0 * (r / t.at_most - 1.0))
+                    format!("missed by {:.1}%", 100.0 * (r / t.at_most - 1.0))
                 };
                 row.push(format!("{r:.2}x ({verdict})"));
             }
