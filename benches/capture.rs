@@ -2,7 +2,7 @@
 //! its spans.
 //!
 //! ```text
-//! cargo bench --bench capture
+//! cargo bench -p cabin-trace-benches --bench capture
 //! ```
 //!
 //! Ours: read the configuration through a lookup, start the capture (create
@@ -225,12 +225,13 @@ fn main() {
                     s.label().to_string(),
                     support::cell(m(*s).map(|ns| ns / 1000.0)),
                     support::ratio(m(*s), m(Subject::TracingChrome)),
+                    support::ratio(m(*s), m(Subject::PerfettoFile)),
                 ]
             })
             .collect();
         support::print_table(
             "Fixed cost of one capture of a 6-span command, µs (median of samples)",
-            &["capture", "µs", "/ tracing-chrome"],
+            &["capture", "µs", "/ tracing-chrome", "/ tracing-perfetto-file"],
             &rows,
         );
     }

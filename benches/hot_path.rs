@@ -2,9 +2,9 @@
 //! capture and with its peers, in one harness and one run.
 //!
 //! ```text
-//! cargo bench --bench hot_path                  # everything, then the tables
-//! cargo bench --bench hot_path -- 'span/'       # one workload
-//! cargo bench --bench hot_path -- --test        # only the checks, once each
+//! cargo bench -p cabin-trace-benches --bench hot_path               # everything, then the tables
+//! cargo bench -p cabin-trace-benches --bench hot_path -- 'span/'    # one workload
+//! cargo bench -p cabin-trace-benches --bench hot_path -- --test     # only the checks, once each
 //! ```
 //!
 //! Every row is a subscriber set-up (`Subject`), every column a workload
@@ -39,7 +39,7 @@ use tracing::dispatcher::{self, Dispatch};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Registry;
 
-use cabin_trace::{Capture, Config, Session, Sink, Timings};
+use cabin_trace::{Capture, Session, Sink, Timings};
 
 mod support;
 
@@ -291,12 +291,6 @@ struct Outcome {
     bytes: Vec<(String, u64)>,
 }
 
-fn config(dir: &Path) -> Config {
-    Config::from_lookup("BENCH", cabin_trace::FORMATS, |name| (name == "BENCH_TRACE_DIR").then(|| dir.into()))
-        .expect("the benchmark's configuration is valid")
-        .expect("BENCH_TRACE_DIR is set")
-}
-
 fn sinks(which: Ours) -> Vec<Box<dyn Sink>> {
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     if matches!(which, Ours::Chrome | Ours::All | Ours::Layered) {
@@ -321,12 +315,12 @@ impl Rig {
             Subject::Ours(which) => {
                 let session = match which {
                     Ours::Layered => Session::start_with_layer(
-                        &config(dir),
+                        &support::config(dir),
                         "bench",
                         sinks(which),
                         tracing_subscriber::layer::Identity::new(),
                     ),
-                    _ => Session::start(&config(dir), "bench", sinks(which)),
+                    _ => Session::start(&support::config(dir), "bench", sinks(which)),
                 }
                 .expect("start a capture");
                 // The writer thread starts with the first batch; start it now,

@@ -2,7 +2,7 @@
 //! writes per span and per event.
 //!
 //! ```text
-//! cargo bench --bench writer
+//! cargo bench -p cabin-trace-benches --bench writer
 //! ```
 //!
 //! Each sink is fed a synthetic event stream through `Sink::event`, the way

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end cost of capture: examples/demo built without any instrumentation,
 # and with capture compiled in (off; on at CABIN_TRACE_FILTER=info; on at
-# =debug), timed by hyperfine, printed as a markdown table (docs/performance.md).
+# =debug), timed by hyperfine, printed as markdown tables (docs/performance.md):
+# every command's median and spread, then the two ratios that have targets,
+# capture at debug and at info against capture off.
 #
 #   scripts/bench-e2e.sh [ROUNDS [RUNS]]
 #
@@ -13,7 +15,7 @@
 # per command (60 by default). hyperfine starts the commands without a shell
 # (-N); each goes through `env`, the same for all four.
 #
-# Environment: DEMO_ARGS (default `--spans 200 --threads 2`), WARMUP,
+# Environment: DEMO_ARGS (default `--spans 2000 --threads 2`), WARMUP,
 # CARGO_TARGET_DIR. Installs hyperfine with apt-get if it is missing.
 set -euo pipefail
 
@@ -22,7 +24,7 @@ cd "$root"
 rounds=${1:-12}
 runs=${2:-5}
 warmup=${WARMUP:-3}
-demo_args=${DEMO_ARGS:---spans 200 --threads 2}
+demo_args=${DEMO_ARGS:---spans 2000 --threads 2}
 target=${CARGO_TARGET_DIR:-$root/target}
 
 if ! command -v hyperfine >/dev/null 2>&1; then
@@ -147,6 +149,20 @@ none = [t * 1e3 for t in times[names[0]]]
 diff = statistics.median(off) - statistics.median(none)
 iqr = max(q(off, .75) - q(off, .25), q(none, .75) - q(none, .25))
 verdict = "inside" if abs(diff) <= iqr else "outside"
+# The targets: capture on against the same build with capture off, from the
+# pooled runs, and the spread of the same ratio taken within each round.
+print()
+print("| ratio | target | pooled medians | IQR of the runs, ms | per-round medians, min-max | |")
+print("| --- | ---: | ---: | --- | ---: | --- |")
+for i, label, target in ((3, "debug / off", 1.25), (2, "info / off", 1.1)):
+    on, off_ = [t * 1e3 for t in times[names[i]]], [t * 1e3 for t in times[names[1]]]
+    r = statistics.median(on) / statistics.median(off_)
+    rr = [a / b for a, b in zip(per_round[names[i]], per_round[names[1]])]
+    met = "met" if r <= target else f"missed by {100 * (r / target - 1):.0f}%"
+    print(f"| {label} | <= {target}x | {r:.3f}x ({statistics.median(on):.2f} / {statistics.median(off_):.2f} ms) | "
+          f"{q(on, .25):.2f}-{q(on, .75):.2f} / {q(off_, .25):.2f}-{q(off_, .75):.2f} | "
+          f"{min(rr):.2f}x-{max(rr):.2f}x | {met} |")
+
 print()
 print(f"Capture off against no instrumentation: medians differ by {diff:+.3f} ms "
       f"({100 * diff / statistics.median(none):+.1f}%); the larger interquartile range is {iqr:.3f} ms, "

@@ -359,6 +359,16 @@ pub fn chrome_counts(json: &[u8], span: &str) -> Result<ChromeCounts, String> {
     Ok(c)
 }
 
+/// Our capture's configuration with only `BENCH_TRACE_DIR=dir` set: the
+/// defaults for everything else.
+pub fn config(dir: &Path) -> cabin_trace::Config {
+    cabin_trace::Config::from_lookup("BENCH", cabin_trace::FORMATS, |name| {
+        (name == "BENCH_TRACE_DIR").then(|| dir.into())
+    })
+    .expect("the benchmark's configuration is valid")
+    .expect("BENCH_TRACE_DIR is set")
+}
+
 /// A directory for trace files, in memory where the system has one, so that
 /// writing them costs no disk I/O. Removed when dropped.
 pub struct Scratch {
@@ -399,4 +409,56 @@ pub fn thread_ids() -> Vec<u64> {
 pub fn thread_cpu_ns(tid: u64) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
     s.split_whitespace().next()?.parse().ok()
+}
+
+/// CPU time of the whole process so far, every thread, user and system, in
+/// nanoseconds (`getrusage(RUSAGE_SELF)`, microsecond resolution).
+pub fn process_cpu_ns() -> u64 {
+    // SAFETY: an all-zero rusage is valid, and getrusage only writes to it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    (us(ru.ru_utime) + us(ru.ru_stime)) * 1000
+}
+
+/// A line of `/proc/self/status` in KiB, e.g. `VmRSS` or `VmHWM` (Linux;
+/// `None` elsewhere).
+pub fn status_kib(field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.split(':').next() == Some(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The median of `xs` (`NaN` when empty).
+pub fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// `min-max` of `xs`, as table numbers.
+pub fn spread(xs: &[f64]) -> String {
+    let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{}-{}", num(min), num(max))
+}
+
+/// CPU time the calling thread has run, user and system, in nanoseconds
+/// (`CLOCK_THREAD_CPUTIME_ID`): unlike a wall clock, it does not count the
+/// time the thread waits while other processes have the machine's cores.
+pub fn own_thread_cpu() -> Duration {
+    // SAFETY: an all-zero timespec is valid, and clock_gettime only writes to it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is a valid, writable timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
