@@ -198,7 +198,10 @@ impl Rig {
             Who::CaptureOff => (None, Kind::Off),
             Who::Ours(which) => {
                 let session = if subject.fmt {
-                    Session::start_with_layer(&support::config(dir), "bench", our_sinks(which), fmt_layer())
+                    // As `Capture::with_layer` runs it: the capture's own
+                    // subscriber forwarding to a registry with the tool's layer.
+                    let tool = tracing::Dispatch::new(Registry::default().with(fmt_layer()));
+                    Session::start_forwarding(&support::config(dir), "bench", our_sinks(which), Some(tool))
                 } else {
                     Session::start(&support::config(dir), "bench", our_sinks(which))
                 }

@@ -4,32 +4,53 @@
 //! # Overview
 //!
 //! - [`Config`] reads `<P>_TRACE_DIR`, `<P>_TRACE_FILTER` and `<P>_TRACE_FORMAT`
-//!   under a tool's prefix and checks every value before the command runs.
+//!   under a tool's prefix and checks every value before the command runs; a
+//!   filter's bare word must be a level, so a typo is refused, never a silent
+//!   capture of nothing.
 //! - [`Session`] is one capture: it creates the `.partial` files and builds a
 //!   dispatcher that the command runs under with
 //!   `tracing::dispatcher::with_default` (never a global default), so repeated
 //!   and concurrent captures in one process each record only their own events.
-//!   That dispatcher is a subscriber of the capture's own (span ids and each
-//!   thread's entered spans kept beside its buffer, no registry), or, when the
-//!   tool composes a layer ([`Session::start_with_layer`]), a
-//!   `tracing_subscriber::Registry` with that layer and a [`CaptureLayer`].
-//! - On the hot path each thread appends raw records (a timestamp, a span id, a
-//!   `&'static` callsite, field values) to a buffer of its own for that capture
-//!   and hands it over in batches; nothing is allocated per event once the
-//!   buffers are warm. A batch the writer cannot take is dropped and counted.
-//! - The writer turns the records into a well-formed [`Event`] stream and
-//!   feeds every [`Sink`]; each sink writes one file through a [`CheckedWriter`]
-//!   that keeps the first I/O error instead of panicking. The writer is a
-//!   thread of its own, started when the first batch is handed over (or on
-//!   [`Session::flush`]); a command too short to fill a batch never starts
-//!   it, and its records become events on the thread that finishes the
-//!   capture. A sink must therefore not assume which thread calls it.
+//!   [`Session::run`] wraps the command in the capture's root span.
+//! - One record protocol, two thin front-ends: the capture's own subscriber
+//!   ([`Session::start`]: span ids and each thread's entered spans kept beside
+//!   its buffer, no registry), or a [`CaptureLayer`] on a
+//!   `tracing_subscriber::Registry` ([`Session::start_with_layer`]). Both only
+//!   resolve span ids and callsites; both write the same records.
+//! - The tool's own logging keeps printing: the own subscriber forwards what
+//!   the thread's previous default dispatcher enables (a global `fmt`
+//!   subscriber, or the registry a tool's layers run on) to it, with span ids
+//!   mapped and the capture's root span hidden ([`Session::start_forwarding`]).
+//! - On the hot path each thread appends raw records (a stamp on one clock for
+//!   every thread, a span id, a `&'static` callsite, field values) to a buffer
+//!   of its own for that capture and hands it over in batches; nothing is
+//!   allocated per event once the buffers are warm. Batches wait for the
+//!   writer up to a memory budget ([`Config::with_memory_budget`], 64 MiB);
+//!   past it a batch is dropped, counted, and its gap marked, so that spans it
+//!   cut end where the loss began.
+//! - The writer merges the threads' records in time order (taking a thread's
+//!   partial batch itself when that thread holds the merge back), so every
+//!   record of a span is applied to it whichever thread wrote it; it turns
+//!   them into a well-formed [`Event`] stream and feeds every [`Sink`]. Each
+//!   sink writes one file through a [`CheckedWriter`] that keeps the first I/O
+//!   error instead of panicking, and each sink call runs under `catch_unwind`:
+//!   a sink that panics leaves only its own file `.partial`.
+//! - The writer is a thread of its own, started when the first batch is
+//!   handed over (or on [`Session::flush`]); a command too short to fill a
+//!   batch never starts it, and its records become events on the thread that
+//!   finishes the capture. A sink must therefore not assume which thread
+//!   calls it.
 //! - [`Session::finish`] closes what is still open, finishes the sinks, joins
 //!   the writer (or runs it, if it never started) and renames each complete
-//!   file from `.partial`. A sink that panics leaves its file `.partial` and
-//!   the report says so; the panic does not reach the command.
+//!   file from `.partial`. The [`Report`] counts what was dropped, the spans
+//!   still open and the records that arrived while it finished.
 //! - [`bind`] and [`spawn`] carry the capture to helper threads; [`current`]
 //!   gives code inside the command a [`Handle`] to add external lanes.
+//!
+//! The modules read top-down: `record` (raw records and their clock),
+//! `buffer` (per-thread buffers, hand-over, budget), `writer` (the merge and
+//! the sinks), `capture` (a capture's state and the record protocol), then
+//! the front-ends `subscriber` and `layer`, and `session`.
 //!
 //! # Example
 //!
@@ -43,7 +64,7 @@
 //! .unwrap()
 //! .expect("DEMO_TRACE_DIR is set");
 //! let session = Session::start(&config, "build", Vec::new()).unwrap();
-//! let answer = session.in_scope(|| {
+//! let answer = session.run(|| {
 //!     let _phase = tracing::info_span!("compile").entered();
 //!     42
 //! });
