@@ -8,5 +8,8 @@ mod in_process;
 mod minibuild;
 mod perfetto;
 mod reliability;
+// There is no exec on Windows, and no process figure is read there.
+#[cfg(unix)]
+mod resources;
 mod summary;
 mod support;

@@ -246,6 +246,8 @@ pub(crate) struct Shared {
     pub lane_tracks: Mutex<Vec<(String, Vec<u64>)>>,
     /// The writer, started by the first message sent to it.
     pub writer: WriterCell,
+    /// The children the command's helpers waited for ([`crate::Handle::child_exited`]).
+    pub children: crate::os::ChildTotals,
 }
 
 impl Shared {
@@ -270,6 +272,7 @@ impl Shared {
             late: AtomicU64::new(0),
             lane_tracks: Mutex::new(Vec::new()),
             writer: WriterCell::default(),
+            children: Default::default(),
         }
     }
 

@@ -234,7 +234,7 @@ impl Session {
             return Report { stem: self.stem.clone(), files: Vec::new(), dropped_records: 0 };
         }
         let end_rel = self.shared.rel_now();
-        let resources = Usage::now().since(&self.usage_start);
+        let resources = Usage::now().since(&self.usage_start, &self.shared.children);
         let files = match self.shared.writer.end() {
             Ended::Thread(writer) => {
                 let _ = self.shared.tx.send(Msg::Finish { end_rel, resources });
@@ -401,6 +401,13 @@ impl Handle {
             name: slice.name.to_string(),
             fields: fields.collect(),
         }));
+    }
+
+    /// Adds a child process that the command ran and waited for to the
+    /// capture's figures: its CPU to the waited children's sum, its peak to
+    /// their largest. [`os::wait_child`] reads `usage`.
+    pub fn child_exited(&self, usage: &os::ChildUsage) {
+        self.shared.children.add(usage);
     }
 
     /// Says what an external lane's source reported, for the summary.

@@ -6,6 +6,7 @@ mod alloc;
 mod bad_input;
 mod collect;
 mod flood;
+mod platform;
 mod stream;
 mod subscriber;
 mod writer_start;
