@@ -5,7 +5,11 @@ mod chrome_output;
 mod demo_process;
 mod faults;
 mod in_process;
+// Real Ninja (the Linux binaries the test set-up installs) and a C compiler.
+#[cfg(unix)]
 mod minibuild;
+// The official schema's decoders: the Linux Python and protoc of the test set-up.
+#[cfg(unix)]
 mod perfetto;
 mod reliability;
 // There is no exec on Windows, and no process figure is read there.

@@ -1,6 +1,8 @@
 //! The platform module as a binary that links trace-core sees it.
 
-use trace_core::{os, Since};
+use trace_core::os;
+#[cfg(any(target_os = "linux", target_vendor = "apple"))]
+use trace_core::Since;
 
 /// On Linux and macOS the constructor that records the image start must be in
 /// every binary that uses the crate: a linker drops an object of a static
