@@ -36,7 +36,7 @@ struct Faulty {
 const DISK_FULL: (i32, &str) = (libc::ENOSPC, "No space left");
 /// `ERROR_DISK_FULL`.
 #[cfg(windows)]
-const DISK_FULL: (i32, &str) = (112, "not enough space");
+const DISK_FULL: (i32, &str) = (112, "(os error 112)");
 
 fn disk_full() -> io::Error {
     io::Error::from_raw_os_error(DISK_FULL.0)
