@@ -139,7 +139,10 @@ fn a_test_executable_run_by_run_test_reports_its_cpu_and_peak_on_its_slice_and_i
     assert_eq!(r["waited_children"], 1, "{r}");
     let peak = r["largest_child_max_rss_kib"].as_u64().unwrap();
     assert!(peak >= 64 * 1024, "the 64 MiB the child touched: {r}");
-    assert!(r["waited_children_user_us"].as_u64().unwrap() >= BURN_US / 4, "{r}");
+    // The child burns until its own CPU (user and system) reaches BURN_US / 2.
+    let cpu =
+        r["waited_children_user_us"].as_u64().unwrap() + r["waited_children_system_us"].as_u64().unwrap();
+    assert!(cpu >= BURN_US / 2, "{r}");
 
     let trace: Value = serde_json::from_slice(&std::fs::read(&path(".trace.json").path).unwrap()).unwrap();
     let slice = trace
