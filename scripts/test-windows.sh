@@ -6,6 +6,8 @@
 # the Wine prefix in .tools/wine). Extra arguments go to cargo test before `--`.
 #
 # Bounded: the run is stopped after WINDOWS_TEST_TIMEOUT seconds (default 1200).
+# On a 2-core machine from a clean target directory it took 374 s, nearly all
+# of it compiling; the tests themselves run in about 35 s under Wine.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
