@@ -206,8 +206,9 @@ pub struct Resources {
     pub self_system_us: Option<u64>,
     /// Peak resident set of the tool's process, in KiB, since [`Resources::self_max_rss_since`].
     pub self_max_rss_kib: Option<u64>,
-    /// What `self_max_rss_kib` counts from (Linux: the image start; macOS:
-    /// the process's creation, so it may hold a peak from before an exec).
+    /// What `self_max_rss_kib` counts from: the image start (always on
+    /// Linux), or the process's creation (macOS, after an exec that left a
+    /// larger peak than the tool reached).
     pub self_max_rss_since: Option<Since>,
     /// User CPU time of the tool from its image start to the capture's start, in microseconds.
     pub startup_user_us: Option<u64>,

@@ -10,7 +10,7 @@
 //! | monotonic clock | `CLOCK_MONOTONIC` | `CLOCK_MONOTONIC` | `QueryPerformanceCounter` |
 //! | image start ([`startup_us`]) | an `.init_array` constructor | a `__mod_init_func` constructor | not read |
 //! | process CPU ([`Usage`]) | `getrusage` | `getrusage` | not read |
-//! | the tool's peak memory | `VmHWM` of `/proc/self/status`: since the exec | `getrusage`: since process creation | not read |
+//! | the tool's peak memory | since the exec: `getrusage`, or `VmHWM` of `/proc/self/status` | `getrusage`: since the exec, or since process creation | not read |
 //! | a child's CPU and peak ([`wait_child`]) | `wait4` | `wait4` | not read |
 //!
 //! What is not read is `None`, and [`missing`] says why, for the summary.

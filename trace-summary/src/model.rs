@@ -101,10 +101,10 @@ pub struct Resources {
     pub self_system_us: Option<u64>,
     /// Peak resident set of the tool's process, since `self_max_rss_since`.
     pub self_max_rss_kib: Option<u64>,
-    /// What `self_max_rss_kib` counts from: `image_start` (Linux: the
-    /// address space's high-water mark, which an exec resets) or
-    /// `process_creation` (macOS: `getrusage`, which may hold a peak from
-    /// before an exec).
+    /// What `self_max_rss_kib` counts from: `image_start` (always on Linux,
+    /// where the address space's own high-water mark is read when
+    /// `getrusage`'s may be from before an exec) or `process_creation` (macOS
+    /// after an exec that left a larger peak than the tool reached).
     pub self_max_rss_since: Option<String>,
     /// User CPU of the tool from its image start to the capture's start.
     pub startup_user_us: Option<u64>,
