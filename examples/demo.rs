@@ -22,9 +22,10 @@ use std::process::{Command, ExitCode, Stdio};
 
 use tracing::{debug_span, info, info_span};
 
-// A helper thread records into the capture, if there is one.
+// A helper thread records into the capture, if there is one, and so does a
+// child's usage.
 #[cfg(not(feature = "bench-uninstrumented"))]
-use cabin_trace::spawn;
+use cabin_trace::{spawn, wait_child};
 
 /// Without instrumentation, a plain named thread.
 #[cfg(feature = "bench-uninstrumented")]
@@ -34,6 +35,12 @@ where
     T: Send + 'static,
 {
     std::thread::Builder::new().name(name).spawn(f)
+}
+
+/// Without instrumentation, a plain wait.
+#[cfg(feature = "bench-uninstrumented")]
+fn wait_child(mut child: std::process::Child) -> io::Result<std::process::ExitStatus> {
+    child.wait()
 }
 
 struct Args {
@@ -129,7 +136,7 @@ fn compile(n: u64) -> Result<u64, String> {
     if let Some(mut stdout) = child.stdout.take() {
         stdout.read_to_string(&mut out).map_err(|e| format!("reading the compiler's output: {e}"))?;
     }
-    let status = child.wait().map_err(|e| format!("waiting for the compiler: {e}"))?;
+    let status = wait_child(child).map_err(|e| format!("waiting for the compiler: {e}"))?;
     span.record("exit_code", status.code().unwrap_or(-1));
     if !status.success() {
         return Err(format!("the compiler failed: {status}"));

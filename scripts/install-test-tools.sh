@@ -16,6 +16,8 @@
 #   tools/viewer/package-lock.json pins (speedscope, playwright-core), with
 #   `npm ci`. playwright-core downloads no browser: it drives Debian's.
 #
+# `--cross` adds the tools of the other targets (below).
+#
 # Idempotent: what is in place is left alone. Nothing here is committed
 # (.tools/ is ignored by git).
 set -eu
@@ -52,4 +54,40 @@ if ! [ -f "$viewer/node_modules/.package-lock.json" ] \
     || [ "$viewer/package-lock.json" -nt "$viewer/node_modules/.package-lock.json" ]; then
     echo "install-test-tools: installing speedscope and playwright-core into tools/viewer (npm ci)" >&2
     (cd "$viewer" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# With --cross, also what the other targets' checks and the Windows tests need
+# (.ci/run passes it; scripts/test.sh does not):
+#
+# - the Rust standard libraries of aarch64-apple-darwin, x86_64-pc-windows-msvc
+#   (clippy of the whole workspace) and x86_64-pc-windows-gnu (the Windows tests);
+# - clang and llvm-ar: criterion's `alloca` dependency compiles a C file for the
+#   target even under clippy, and the host's gcc compiles for neither macOS nor
+#   MSVC (see scripts/check-targets.sh);
+# - Wine and the MinGW-w64 compiler and linker, and a Wine prefix in .tools/wine
+#   holding the stand-in bcryptprimitives.dll that Wine 8 lacks
+#   (tools/wine/bcryptprimitives.c), for scripts/test-windows.sh.
+[ "${1:-}" = "--cross" ] || exit 0
+
+rustup target add aarch64-apple-darwin x86_64-pc-windows-msvc x86_64-pc-windows-gnu
+
+missing=""
+for tool in clang:clang llvm-ar:llvm wine:wine x86_64-w64-mingw32-gcc:gcc-mingw-w64-x86-64; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || missing="$missing ${tool#*:}"
+done
+if [ -n "$missing" ]; then
+    echo "install-test-tools: installing$missing" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing wine64 >/dev/null
+fi
+
+prefix="$root/.tools/wine"
+dll="$prefix/drive_c/windows/system32/bcryptprimitives.dll"
+if [ ! -f "$dll" ]; then
+    echo "install-test-tools: creating the Wine prefix $prefix" >&2
+    mkdir -p "$prefix"
+    WINEPREFIX="$prefix" WINEDEBUG=-all wine wineboot --init >/dev/null 2>&1
+    WINEPREFIX="$prefix" wineserver --wait
+    x86_64-w64-mingw32-gcc -O2 -shared -o "$dll" \
+        "$root/tools/wine/bcryptprimitives.c" "$root/tools/wine/bcryptprimitives.def" -ladvapi32
 fi

@@ -1,13 +1,13 @@
 //! External lanes: a build's actions as Ninja logged them, and test
-//! executables, placed on the capture's clock.
+//! executables, placed on the capture's clock; and the children's usage.
 
-use std::io;
+use std::io::{self, Read};
 use std::path::Path;
-use std::process::{Command, ExitStatus, Output};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::Instant;
 
 use ninja_log::{Delta, Snapshot};
-use trace_core::{Field, LaneReport, LaneSlice, Value};
+use trace_core::{ChildUsage, Field, LaneReport, LaneSlice, Value};
 
 /// The lane Ninja's actions are drawn in.
 pub const NINJA_LANE: &str = "ninja";
@@ -25,6 +25,44 @@ pub struct NinjaRun {
     pub wall_us: u64,
     /// How far the actions' placement may be off, in microseconds (see [`run_ninja`]).
     pub alignment_uncertainty_us: u64,
+    /// What Ninja and the actions it waited for used (`None` on Windows).
+    pub usage: Option<ChildUsage>,
+}
+
+/// Waits for a child process the command started, like [`Child::wait`], and
+/// adds what it used to the current capture (if any): its CPU to the waited
+/// children's, its peak resident set to their largest. Only children waited
+/// for this way (and by [`run_ninja`] and [`run_test`]) count towards the
+/// summary's `largest_child_max_rss_kib`.
+///
+/// On Unix the wait is `wait4`; on Windows a plain wait, and no usage.
+///
+/// ```
+/// # #[cfg(unix)] {
+/// let child = std::process::Command::new("true").spawn()?;
+/// assert!(cabin_trace::wait_child(child)?.success());
+/// # }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn wait_child(child: Child) -> io::Result<ExitStatus> {
+    wait_and_report(child).map(|(status, _)| status)
+}
+
+fn wait_and_report(child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
+    let (status, usage) = trace_core::os::wait_child(child)?;
+    if let (Some(h), Some(u)) = (trace_core::current(), usage) {
+        h.child_exited(&u);
+    }
+    Ok((status, usage))
+}
+
+/// The usage fields of a span or slice: CPU and peak of the child.
+fn usage_fields(usage: &ChildUsage) -> [Field<'static>; 3] {
+    [
+        Field { name: "user_us", value: Value::U64(usage.user_us) },
+        Field { name: "system_us", value: Value::U64(usage.system_us) },
+        Field { name: "max_rss_kib", value: Value::U64(usage.max_rss_kib) },
+    ]
 }
 
 /// Runs Ninja and reads the actions it logged, adding them to the current
@@ -53,12 +91,24 @@ pub struct NinjaRun {
 /// ```
 pub fn run_ninja(cmd: &mut Command, log: impl AsRef<Path>) -> io::Result<NinjaRun> {
     let log = log.as_ref();
-    let _span =
-        tracing::info_span!(target: "cabin_trace", "run_ninja", actions = tracing::field::Empty).entered();
+    let _span = tracing::info_span!(
+        target: "cabin_trace",
+        "run_ninja",
+        actions = tracing::field::Empty,
+        user_us = tracing::field::Empty,
+        system_us = tracing::field::Empty,
+        max_rss_kib = tracing::field::Empty,
+    )
+    .entered();
     let snapshot = Snapshot::take(log);
     let spawned = Instant::now();
-    let status = cmd.status()?;
+    let (status, usage) = wait_and_report(cmd.spawn()?)?;
     let wall_ns = spawned.elapsed().as_nanos() as u64;
+    if let Some(u) = &usage {
+        _span.record("user_us", u.user_us);
+        _span.record("system_us", u.system_us);
+        _span.record("max_rss_kib", u.max_rss_kib);
+    }
     let delta = match snapshot {
         Ok(s) => s.delta(log).with_exit_status(status.success()),
         Err(e) => Delta::Unavailable { reason: format!("the log before the run could not be read: {e}") },
@@ -115,12 +165,23 @@ pub fn run_ninja(cmd: &mut Command, log: impl AsRef<Path>) -> io::Result<NinjaRu
             alignment_uncertainty_ns: uncertainty_ns,
         });
     }
-    Ok(NinjaRun { status, delta, wall_us: wall_ns / 1000, alignment_uncertainty_us: uncertainty_ns / 1000 })
+    Ok(NinjaRun {
+        status,
+        delta,
+        wall_us: wall_ns / 1000,
+        alignment_uncertainty_us: uncertainty_ns / 1000,
+        usage,
+    })
 }
 
 /// Runs a test executable to completion, capturing its output, and adds it to
 /// the current capture (if any) as a slice of the `tests` lane named after
-/// the executable, with its exit code.
+/// the executable, with its exit code and (on Unix) its CPU and peak
+/// resident set, which also count towards the capture's children (see
+/// [`wait_child`]).
+///
+/// Its standard input is closed and its standard output and error are
+/// captured, whatever `cmd` set for them.
 ///
 /// ```no_run
 /// let out = cabin_trace::run_test(&mut std::process::Command::new("build/unit_tests"))?;
@@ -135,17 +196,19 @@ pub fn run_test(cmd: &mut Command) -> io::Result<Output> {
     let _span = tracing::info_span!(target: "cabin_trace", "run_test", test = %name).entered();
     let handle = trace_core::current();
     let begin_ns = handle.as_ref().map(|h| h.now_ns());
-    let output = cmd.output()?;
+    let (output, usage) = output_with_usage(cmd)?;
     if let (Some(h), Some(begin_ns)) = (handle, begin_ns) {
         let end_ns = h.now_ns();
         let code = output.status.code().map_or(Value::Str("signal"), |c| Value::I64(c.into()));
+        let mut fields = vec![Field { name: "exit_code", value: code }];
+        fields.extend(usage.as_ref().map(usage_fields).into_iter().flatten());
         h.lane_slice(&LaneSlice {
             lane: TESTS_LANE,
             track: h.place(TESTS_LANE, begin_ns, end_ns),
             begin_ns,
             end_ns,
             name: &name,
-            fields: &[Field { name: "exit_code", value: code }],
+            fields: &fields,
         });
         h.lane_report(LaneReport {
             lane: TESTS_LANE.to_string(),
@@ -156,4 +219,31 @@ pub fn run_test(cmd: &mut Command) -> io::Result<Output> {
         });
     }
     Ok(output)
+}
+
+/// `cmd.output()`, waiting with [`wait_and_report`] so that the child's usage
+/// is read. Both pipes are read to their end (stderr on a thread of its own,
+/// so that a child filling one pipe never blocks on the other), and the
+/// child is waited for even when reading fails.
+fn output_with_usage(cmd: &mut Command) -> io::Result<(Output, Option<ChildUsage>)> {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn()?;
+    let stderr_reader = child.stderr.take().map(|mut pipe| {
+        std::thread::Builder::new().name("run_test-stderr".into()).spawn(move || {
+            let mut bytes = Vec::new();
+            pipe.read_to_end(&mut bytes).map(|_| bytes)
+        })
+    });
+    let mut stdout = Vec::new();
+    let read_stdout = child.stdout.take().map_or(Ok(0), |mut pipe| pipe.read_to_end(&mut stdout));
+    let stderr = match stderr_reader {
+        Some(Ok(thread)) => {
+            thread.join().unwrap_or_else(|_| Err(io::Error::other("the stderr reader panicked")))
+        }
+        Some(Err(e)) => Err(e),
+        None => Ok(Vec::new()),
+    };
+    let (status, usage) = wait_and_report(child)?;
+    read_stdout?;
+    Ok((Output { status, stdout, stderr: stderr? }, usage))
 }

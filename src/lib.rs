@@ -86,10 +86,11 @@ pub struct ReadmeDoctests;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{Layer, Registry};
 
-pub use lanes::{run_ninja, run_test, NinjaRun, NINJA_LANE, TESTS_LANE};
+pub use lanes::{run_ninja, run_test, wait_child, NinjaRun, NINJA_LANE, TESTS_LANE};
 pub use ninja_log;
 pub use trace_core::{
-    bind, current, spawn, Config, ConfigError, ErrorKind, FileStatus, Handle, Report, Session, Sink,
+    bind, current, spawn, ChildUsage, Config, ConfigError, ErrorKind, FileStatus, Handle, Report, Session,
+    Sink,
 };
 pub use trace_summary::Timings;
 

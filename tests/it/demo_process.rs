@@ -98,6 +98,14 @@ fn an_unusable_trace_dir_refuses_to_run_the_command() {
         assert_refused(&out, "CABIN_TRACE_DIR");
         assert_eq!(files_in(dir.path()), ["a-file"], "nothing created for {}", bad.display());
     }
+}
+
+/// Unix only: it makes a directory unwritable with Unix permissions (or, as
+/// root, uses `/proc/self`).
+#[cfg(unix)]
+#[test]
+fn a_trace_dir_that_cannot_be_written_refuses_to_run_the_command() {
+    let dir = tempfile::tempdir().unwrap();
     // A directory that exists but cannot be written (read-only for everyone;
     // root ignores permissions, so it gets /proc/self, which nobody can create files in).
     let ro = if is_root() { Path::new("/proc/self").to_path_buf() } else { readonly_dir(dir.path()) };
@@ -106,11 +114,13 @@ fn an_unusable_trace_dir_refuses_to_run_the_command() {
     assert!(stderr(&out).contains("cannot be written"), "{}", stderr(&out));
 }
 
+#[cfg(unix)]
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
 
+#[cfg(unix)]
 fn readonly_dir(parent: &Path) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let ro = parent.join("read-only");
@@ -151,6 +161,8 @@ fn concurrent_processes_write_separate_complete_captures() {
     assert_eq!(pids.len(), 8);
 }
 
+/// Unix only: the file-size limit comes from `sh`'s `ulimit`.
+#[cfg(unix)]
 #[test]
 fn a_write_failure_leaves_a_partial_trace_and_says_so() {
     // A real operating-system error: the file-size limit makes writes past it

@@ -2,15 +2,28 @@
 //! in-process captures through the public API.
 
 mod chrome_output;
+// Reads the `.pftrace` with the official schema's decoders (Linux).
+#[cfg(unix)]
 mod cross_thread;
 mod demo_process;
 mod faults;
 mod in_process;
 mod logging;
+// Real Ninja (the Linux binaries the test set-up installs) and a C compiler.
+#[cfg(unix)]
 mod minibuild;
+// The official OpenTelemetry classes and receiver of the test set-up (Linux).
+#[cfg(unix)]
 mod otlp;
+// The official schema's decoders: the Linux Python and protoc of the test set-up.
+#[cfg(unix)]
 mod perfetto;
 mod reliability;
+// There is no exec on Windows, and no process figure is read there.
+#[cfg(unix)]
+mod resources;
 mod summary;
 mod support;
+// speedscope in Debian's Chromium (Linux).
+#[cfg(unix)]
 mod viewer;

@@ -31,6 +31,8 @@ pub(crate) struct Core {
     pub base: Instant,
     /// Per external lane, the end of the last slice on each of its tracks.
     pub lane_tracks: Mutex<Vec<(String, Vec<u64>)>>,
+    /// The children the command's helpers waited for ([`crate::Handle::child_exited`]).
+    pub children: crate::os::ChildTotals,
 }
 
 impl Core {

@@ -46,8 +46,7 @@ fn detect() -> bool {
         return false;
     }
     // The kernel keeps time with it, so it found the cores' counters in step.
-    std::fs::read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-        .is_ok_and(|source| source.trim_ascii() == b"tsc")
+    os::kernel_keeps_time_with_the_counter()
 }
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]

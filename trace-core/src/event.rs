@@ -180,28 +180,72 @@ pub struct Start<'a> {
     pub start_unix_ms: u64,
     /// Start of the capture, in monotonic nanoseconds.
     pub start_ns: u64,
-    /// Time from the process's start to the capture's start, in microseconds,
-    /// if the operating system tells it (Linux: `/proc/self/stat`, 10 ms ticks).
+    /// Time from the tool's image start (its exec) to the capture's start, in
+    /// microseconds, or from its process's creation where the image start is
+    /// not recorded ([`crate::os::startup_since`] says which); `None` where
+    /// neither is known.
     pub startup_us: Option<u64>,
     /// The filter in force, as text.
     pub filter: &'a str,
 }
 
-/// CPU time and peak memory from `getrusage`, stating whose.
+/// What a figure counts from: the tool's image (its exec), or the creation of
+/// its process, which is earlier when the process exec'd (`cargo run` execs
+/// the tool it built).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Since {
+    /// From the start of the tool's image: its exec, or its process's creation
+    /// if it did not exec.
+    ImageStart,
+    /// From the creation of the process, before any exec.
+    ProcessCreation,
+}
+
+/// CPU time and peak memory, stating whose and over what interval.
+///
+/// A figure is `None` where the platform does not read it
+/// ([`crate::os::missing`] says which). CPU times are differences of two
+/// readings, so nothing a process did before an exec is counted as the
+/// tool's; peaks are never summed.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Resources {
-    /// User CPU time of the tool's own process during the capture, in microseconds.
-    pub self_user_us: u64,
-    /// System CPU time of the tool's own process during the capture, in microseconds.
-    pub self_system_us: u64,
-    /// Peak resident set of the tool's own process so far, in KiB.
-    pub self_max_rss_kib: u64,
-    /// User CPU time of child processes waited for during the capture, in microseconds.
-    pub children_user_us: u64,
-    /// System CPU time of child processes waited for during the capture, in microseconds.
-    pub children_system_us: u64,
-    /// Peak resident set of the largest child waited for so far, in KiB (never a sum).
-    pub children_max_rss_kib: u64,
+    /// User CPU time of the tool's process (every thread) during the capture, in microseconds.
+    pub self_user_us: Option<u64>,
+    /// System CPU time of the tool's process (every thread) during the capture, in microseconds.
+    pub self_system_us: Option<u64>,
+    /// Peak resident set of the tool's process, in KiB, since [`Resources::self_max_rss_since`].
+    pub self_max_rss_kib: Option<u64>,
+    /// What `self_max_rss_kib` counts from: the image start (always on
+    /// Linux), or the process's creation (macOS, after an exec that left a
+    /// larger peak than the tool reached).
+    pub self_max_rss_since: Option<Since>,
+    /// User CPU time of the tool from its image start to the capture's start, in microseconds.
+    pub startup_user_us: Option<u64>,
+    /// System CPU time of the tool from its image start to the capture's start, in microseconds.
+    pub startup_system_us: Option<u64>,
+    /// User CPU time the process had used when the tool's image started, in
+    /// microseconds: what ran in it before an exec (cargo, for `cargo run`)
+    /// and the dynamic loader. Not the tool's.
+    pub pre_exec_user_us: Option<u64>,
+    /// System CPU time the process had used when the tool's image started, in
+    /// microseconds. Not the tool's.
+    pub pre_exec_system_us: Option<u64>,
+    /// User CPU time of every child process the tool's process waited for
+    /// during the capture (and of the children they waited for), in microseconds.
+    pub children_user_us: Option<u64>,
+    /// System CPU time of the same children, in microseconds.
+    pub children_system_us: Option<u64>,
+    /// How many children the capture's helpers ran and waited for with their
+    /// usage ([`crate::Handle::child_exited`]).
+    pub waited_children: Option<u64>,
+    /// User CPU time of those children, summed, in microseconds.
+    pub waited_children_user_us: Option<u64>,
+    /// System CPU time of those children, summed, in microseconds.
+    pub waited_children_system_us: Option<u64>,
+    /// Peak resident set of the largest of those children (or of the
+    /// processes they waited for), in KiB; `None` when there were none.
+    pub largest_child_max_rss_kib: Option<u64>,
 }
 
 /// The fate of one file of the capture.
@@ -229,6 +273,6 @@ pub struct Finish<'a> {
     pub unclosed_spans: u64,
     /// The files of the sinks finished before this one.
     pub files: &'a [FileStatus],
-    /// CPU and memory, from `getrusage`.
+    /// CPU and memory of the tool and of its children, over the capture.
     pub resources: Resources,
 }

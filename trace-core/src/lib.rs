@@ -110,8 +110,9 @@ mod writer;
 pub use capture::ROOT_TARGET;
 pub use config::{Config, ConfigError, ErrorKind, DEFAULT_FILTER};
 pub use event::{
-    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Resources, Site, Start, Tid, Value,
+    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Resources, Since, Site, Start, Tid, Value,
 };
 pub use layer::CaptureLayer;
+pub use os::ChildUsage;
 pub use session::{bind, current, new_stem, spawn, Handle, Report, Session, PARTIAL_SUFFIX};
 pub use sink::{CheckedWriter, Sink};

@@ -1,35 +1,61 @@
-//! The few operating-system facts a capture needs: thread ids, clocks, rusage.
+//! The few operating-system facts a capture needs: thread ids, the monotonic
+//! clock, when the tool's image started, and what its process and children
+//! used (CPU, peak memory).
+//!
+//! Each platform answers what it can, and says what it cannot:
+//!
+//! | fact | Linux | macOS | Windows |
+//! | --- | --- | --- | --- |
+//! | thread id | `gettid` | a per-process counter | `GetCurrentThreadId` |
+//! | monotonic clock | `CLOCK_MONOTONIC` | `CLOCK_MONOTONIC` | `QueryPerformanceCounter` |
+//! | image start ([`startup_us`]) | an `.init_array` constructor | a `__mod_init_func` constructor | not read |
+//! | process CPU ([`Usage`]) | `getrusage` | `getrusage` | not read |
+//! | the tool's peak memory | since the exec: `getrusage`, or `VmHWM` of `/proc/self/status` | `getrusage`: since the exec, or since process creation | not read |
+//! | a child's CPU and peak ([`wait_child`]) | `wait4` | `wait4` | not read |
+//!
+//! What is not read is `None`, and [`missing`] says why, for the summary.
+//!
+//! A process that exec'd (`cargo run` execs the tool after building it)
+//! carries what it did before the exec in its `getrusage` totals: its CPU, the
+//! peak of its children (rustc), and, on Linux, its own peak memory. So every
+//! CPU figure here is a difference of two readings taken inside the tool's
+//! image, a child's peak comes only from the children [`wait_child`] waited
+//! for, and the tool's own peak is read where the kernel resets it at an exec.
 
+use std::io;
+use std::process::{Child, ExitStatus};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::event::Resources;
+use crate::event::{Resources, Since};
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+use unix as platform;
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as platform;
+
+#[cfg(not(any(unix, windows)))]
+compile_error!(
+    "trace-core reads clocks and thread ids through Unix or Windows calls; this target has neither"
+);
 
 /// The calling thread's operating-system id.
+#[inline]
 pub fn current_tid() -> u64 {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid has no preconditions and cannot fail.
-        unsafe { libc::gettid() as u64 }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        thread_local!(static TID: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
-        TID.with(|t| *t)
-    }
+    platform::current_tid()
 }
 
-fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec.
-    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
-    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-}
-
-/// `CLOCK_MONOTONIC` in nanoseconds: the clock `Instant` reads on Linux.
+/// The monotonic clock in nanoseconds: `CLOCK_MONOTONIC` on Unix (the clock
+/// `Instant` reads on Linux), the performance counter on Windows. One clock
+/// for every process of a machine.
+#[inline]
 pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
+    platform::monotonic_ns()
 }
 
 /// Milliseconds since the Unix epoch.
@@ -37,94 +63,190 @@ pub fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-/// Microseconds from this process's start until now, where the OS tells it.
+/// Microseconds from the start of the tool's image (its exec) until now.
 ///
-/// Linux gives the start in clock ticks since boot (`/proc/self/stat`, field
-/// 22), so the figure has the tick's resolution, usually 10 ms.
+/// Where the image start was not recorded (no constructor on this platform),
+/// Linux falls back to the process's creation (`/proc/self/stat`), which is
+/// earlier than the exec when the process exec'd: [`startup_since`] says which
+/// of the two the figure counts from. `None` where neither is known.
 pub fn startup_us() -> Option<u64> {
-    #[cfg(target_os = "linux")]
-    {
-        // The process's start never changes: read it once per process.
-        static START_US: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-        let start_us = (*START_US.get_or_init(|| {
-            let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-            // The command name (field 2) may hold spaces and parentheses: skip past its last ')'.
-            let rest = &stat[stat.rfind(')')? + 1..];
-            let start_ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
-            // SAFETY: sysconf has no preconditions.
-            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-            (hz > 0).then(|| start_ticks * 1_000_000 / hz as u64)
-        }))?;
-        let now_us = clock_ns(libc::CLOCK_BOOTTIME)? / 1_000;
-        Some(now_us.saturating_sub(start_us))
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        None
-    }
+    platform::startup_us()
 }
 
-/// The resolution of [`startup_us`], in microseconds.
+/// What [`startup_us`] counts from; `None` where it is not known.
+pub fn startup_since() -> Option<Since> {
+    platform::startup_since()
+}
+
+/// The resolution of [`startup_us`], in microseconds: 1 from the image start;
+/// the kernel's clock tick (usually 10 ms) from the process's creation.
 pub fn startup_resolution_us() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 {
-        1_000_000 / hz as u64
-    } else {
-        10_000
+    platform::startup_resolution_us()
+}
+
+/// Whether the kernel keeps time with the processor's time-stamp counter: the
+/// `tsc` clock source, which Linux keeps only when the cores' counters agree.
+/// Only Linux on x86-64 asks (see `clock`); elsewhere the hot path reads the
+/// monotonic clock.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) fn kernel_keeps_time_with_the_counter() -> bool {
+    std::fs::read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        .is_ok_and(|source| source.trim_ascii() == b"tsc")
+}
+
+/// Why some process figures are `None` on this platform, or `None` when every
+/// figure is read.
+pub fn missing() -> Option<&'static str> {
+    platform::MISSING
+}
+
+/// What one child process used, as its wait reported it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChildUsage {
+    /// User CPU time of the child (and of the children it waited for), in microseconds.
+    pub user_us: u64,
+    /// System CPU time of the child (and of the children it waited for), in microseconds.
+    pub system_us: u64,
+    /// Peak resident set of the child, or of the largest of the children it
+    /// waited for, in KiB.
+    pub max_rss_kib: u64,
+}
+
+/// Waits for `child` to exit, and reads what it used: `wait4` on Unix; on
+/// Windows a plain wait, and no usage.
+///
+/// The child is consumed: once waited for this way, `std` could not wait for it
+/// again. Interrupted waits are retried.
+pub fn wait_child(child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
+    platform::wait_child(child)
+}
+
+/// The children one capture waited for (see [`crate::Handle::child_exited`]):
+/// summed CPU, the largest peak. Lock-free, so a helper thread's wait never
+/// waits for another's.
+#[derive(Debug, Default)]
+pub(crate) struct ChildTotals {
+    count: AtomicU64,
+    user_us: AtomicU64,
+    system_us: AtomicU64,
+    max_rss_kib: AtomicU64,
+}
+
+impl ChildTotals {
+    pub(crate) fn add(&self, child: &ChildUsage) {
+        self.user_us.fetch_add(child.user_us, Ordering::Relaxed);
+        self.system_us.fetch_add(child.system_us, Ordering::Relaxed);
+        self.max_rss_kib.fetch_max(child.max_rss_kib, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Release);
     }
 }
 
-fn usage(who: libc::c_int) -> libc::rusage {
-    // SAFETY: an all-zero rusage is valid, and getrusage only writes to it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is a valid, writable rusage.
-    unsafe { libc::getrusage(who, &mut ru) };
-    ru
+/// The CPU totals of one reading, in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Cpu {
+    pub user_us: u64,
+    pub system_us: u64,
 }
 
-fn tv_us(tv: libc::timeval) -> u64 {
-    tv.tv_sec as u64 * 1_000_000 + tv.tv_usec as u64
-}
-
-fn max_rss_kib(ru: &libc::rusage) -> u64 {
-    // Linux reports KiB; macOS reports bytes.
-    if cfg!(target_os = "macos") {
-        ru.ru_maxrss as u64 / 1024
-    } else {
-        ru.ru_maxrss as u64
+impl Cpu {
+    fn minus(self, earlier: Cpu) -> Cpu {
+        Cpu {
+            user_us: self.user_us.saturating_sub(earlier.user_us),
+            system_us: self.system_us.saturating_sub(earlier.system_us),
+        }
     }
 }
 
-/// A reading of `getrusage` for the process and its waited-for children.
+/// A reading of the process's and its waited-for children's CPU, taken at a
+/// capture's start and again at its finish.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Usage(Resources);
+pub struct Usage {
+    /// `None` where the platform does not read it.
+    me: Option<Cpu>,
+    children: Option<Cpu>,
+}
 
 impl Usage {
     /// Reads both now.
     pub fn now() -> Usage {
-        let me = usage(libc::RUSAGE_SELF);
-        let kids = usage(libc::RUSAGE_CHILDREN);
-        Usage(Resources {
-            self_user_us: tv_us(me.ru_utime),
-            self_system_us: tv_us(me.ru_stime),
-            self_max_rss_kib: max_rss_kib(&me),
-            children_user_us: tv_us(kids.ru_utime),
-            children_system_us: tv_us(kids.ru_stime),
-            children_max_rss_kib: max_rss_kib(&kids),
-        })
+        let (me, children) = platform::cpu_now();
+        Usage { me, children }
     }
 
-    /// CPU times since `start`; peaks as they are now (a peak has no difference).
-    pub fn since(&self, start: &Usage) -> Resources {
-        let (a, b) = (&self.0, &start.0);
+    /// What the capture that started at `start` used, this being its finish.
+    ///
+    /// CPU figures are differences from `start`; the children's peak and CPU
+    /// are those the capture's helpers waited for (`children`); the tool's peak
+    /// is read now; startup and pre-exec CPU come from the image start.
+    pub(crate) fn since(&self, start: &Usage, children: &ChildTotals) -> Resources {
+        let me = self.me.zip(start.me).map(|(now, then)| now.minus(then));
+        let kids = self.children.zip(start.children).map(|(now, then)| now.minus(then));
+        let image = platform::image_start_cpu();
+        let startup = start.me.zip(image).map(|(then, image)| then.minus(image));
+        // Usage is read where waits can report it; elsewhere nothing was waited with usage.
+        let waited = kids.map(|_| children.count.load(Ordering::Acquire));
+        let (self_max_rss_kib, self_max_rss_since) = match platform::self_peak_kib() {
+            Some((kib, since)) => (Some(kib), Some(since)),
+            None => (None, None),
+        };
         Resources {
-            self_user_us: a.self_user_us.saturating_sub(b.self_user_us),
-            self_system_us: a.self_system_us.saturating_sub(b.self_system_us),
-            self_max_rss_kib: a.self_max_rss_kib,
-            children_user_us: a.children_user_us.saturating_sub(b.children_user_us),
-            children_system_us: a.children_system_us.saturating_sub(b.children_system_us),
-            children_max_rss_kib: a.children_max_rss_kib,
+            self_user_us: me.map(|c| c.user_us),
+            self_system_us: me.map(|c| c.system_us),
+            self_max_rss_kib,
+            self_max_rss_since,
+            startup_user_us: startup.map(|c| c.user_us),
+            startup_system_us: startup.map(|c| c.system_us),
+            pre_exec_user_us: image.map(|c| c.user_us),
+            pre_exec_system_us: image.map(|c| c.system_us),
+            children_user_us: kids.map(|c| c.user_us),
+            children_system_us: kids.map(|c| c.system_us),
+            waited_children: waited,
+            waited_children_user_us: waited.map(|_| children.user_us.load(Ordering::Relaxed)),
+            waited_children_system_us: waited.map(|_| children.system_us.load(Ordering::Relaxed)),
+            largest_child_max_rss_kib: waited
+                .filter(|n| *n > 0)
+                .map(|_| children.max_rss_kib.load(Ordering::Relaxed)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_totals_sum_cpu_and_keep_the_largest_peak() {
+        let totals = ChildTotals::default();
+        totals.add(&ChildUsage { user_us: 10, system_us: 1, max_rss_kib: 300 });
+        totals.add(&ChildUsage { user_us: 5, system_us: 2, max_rss_kib: 900 });
+        totals.add(&ChildUsage { user_us: 1, system_us: 0, max_rss_kib: 100 });
+        let r = Usage::now().since(&Usage::now(), &totals);
+        if missing().is_some() {
+            assert_eq!(r.waited_children, None);
+            return;
+        }
+        assert_eq!(r.waited_children, Some(3));
+        assert_eq!((r.waited_children_user_us, r.waited_children_system_us), (Some(16), Some(3)));
+        assert_eq!(r.largest_child_max_rss_kib, Some(900), "a peak is the largest, never a sum");
+    }
+
+    #[test]
+    fn with_no_child_waited_for_there_is_no_child_peak() {
+        let r = Usage::now().since(&Usage::now(), &ChildTotals::default());
+        assert_eq!(r.largest_child_max_rss_kib, None);
+        assert_eq!(r.waited_children, missing().is_none().then_some(0));
+    }
+
+    #[test]
+    fn the_monotonic_clock_does_not_go_back() {
+        let mut last = monotonic_ns();
+        assert!(last > 0);
+        for _ in 0..1000 {
+            let now = monotonic_ns();
+            assert!(now >= last, "{now} after {last}");
+            last = now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(monotonic_ns() - last >= 2_000_000);
     }
 }

@@ -206,6 +206,7 @@ impl Session {
             threads,
             base,
             lane_tracks: Mutex::new(Vec::new()),
+            children: Default::default(),
         });
         let dispatch = dispatch(core.clone());
         Ok(Session {
@@ -283,7 +284,7 @@ impl Session {
             };
         }
         let end_rel = self.core.rel_now();
-        let resources = Usage::now().since(&self.usage_start);
+        let resources = Usage::now().since(&self.usage_start, &self.core.children);
         let outcome = match self.core.writer.end() {
             Ended::Thread(writer) => {
                 let _ = self.core.threads.handoff.tx.send(Msg::Finish { end_rel, resources });
@@ -479,6 +480,13 @@ impl Handle {
             name: slice.name.to_string(),
             fields: fields.collect(),
         }));
+    }
+
+    /// Adds a child process that the command ran and waited for to the
+    /// capture's figures: its CPU to the waited children's sum, its peak to
+    /// their largest. [`os::wait_child`] reads `usage`.
+    pub fn child_exited(&self, usage: &os::ChildUsage) {
+        self.core.children.add(usage);
     }
 
     /// Says what an external lane's source reported, for the summary.

@@ -474,6 +474,7 @@ mod tests {
             threads,
             base: std::time::Instant::now(),
             lane_tracks: Mutex::new(Vec::new()),
+            children: Default::default(),
         });
         // No writer ever runs: the batches stay in the channel for the test.
         let _ = core.writer.end();

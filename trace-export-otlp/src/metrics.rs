@@ -143,10 +143,13 @@ pub fn timings_metrics(summaries: &[Timings], labels: &Labels, service: &str) ->
             ("children", "user", r.children_user_us),
             ("children", "system", r.children_system_us),
         ] {
+            // A figure the platform does not give (null in the summary) is left out.
+            let Some(us) = us else { continue };
             let extra = [KeyValue::str("cpu.mode", mode), KeyValue::str("cabin_trace.whose", whose)];
             b.gauge("cabin_trace.cpu.time", "ms", "CPU time during the capture", point(ms(us), &extra));
         }
         for (whose, kib) in [("self", r.self_max_rss_kib), ("largest_child", r.largest_child_max_rss_kib)] {
+            let Some(kib) = kib else { continue };
             let extra = [KeyValue::str("cabin_trace.whose", whose)];
             let bytes = count(kib.saturating_mul(1024));
             b.gauge(

@@ -2,7 +2,7 @@
 
 /// The format version this crate writes and reads. Bumped with every change of
 /// meaning of a field.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The file name after the stem.
 pub const SUFFIX: &str = "timings.json";
@@ -16,3 +16,10 @@ pub const NINJA_NOT_RUN: &str = "not_run";
 pub const NINJA_AVAILABLE: &str = "available";
 /// `ninja.status` when the run's actions could not be read.
 pub const NINJA_UNAVAILABLE: &str = "unavailable";
+
+/// `startup_since` and `resources.self_max_rss_since` when the figure counts
+/// from the start of the tool's image (its exec).
+pub const SINCE_IMAGE_START: &str = "image_start";
+/// `startup_since` and `resources.self_max_rss_since` when the figure counts
+/// from the creation of the tool's process, before any exec.
+pub const SINCE_PROCESS_CREATION: &str = "process_creation";

@@ -9,9 +9,9 @@
 //!   false and the file is named).
 //! - [`Timings`] is the report's model, documented field by field; units are in
 //!   the field names (`_us`, `_kib`, `_ms`). [`Timings::from_path`] reads format
-//!   1 and refuses any other version.
+//!   2 and refuses any other version.
 //! - [`Timings::table`] is a human view: the top span names by total time.
-//! - `schema/timings-v1.schema.json` is the JSON Schema of format 1.
+//! - `schema/timings-v2.schema.json` is the JSON Schema of format 2.
 //!
 //! Per span name, `total_inclusive_us` is a sum of inclusive lifetimes over
 //! threads and nesting: not elapsed time. Which span names appear follows the
@@ -56,7 +56,10 @@ mod model;
 mod read;
 mod sink;
 
-pub use format::{FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_NOT_RUN, NINJA_UNAVAILABLE, SUFFIX};
+pub use format::{
+    FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_NOT_RUN, NINJA_UNAVAILABLE, SINCE_IMAGE_START,
+    SINCE_PROCESS_CREATION, SUFFIX,
+};
 pub use model::{Lane, Ninja, Resources, SpanTotals, Timings, TraceFile};
 pub use read::ReadError;
 pub use sink::SummarySink;

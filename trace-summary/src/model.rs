@@ -1,4 +1,4 @@
-//! The model of `<stem>.timings.json`, format 1, field by field.
+//! The model of `<stem>.timings.json`, format 2, field by field.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// as the field names say.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
-    /// The format's version: 1.
+    /// The format's version: 2.
     pub format_version: u32,
     /// The command that was captured, e.g. `build`.
     pub command: String,
@@ -22,11 +22,16 @@ pub struct Timings {
     /// monotonic clock, in microseconds. The capture's root covers the command's
     /// whole run, so this is the root span's wall time.
     pub wall_us: u64,
-    /// Time from the process's start to the capture's start, in microseconds;
-    /// `null` where the operating system does not tell it.
+    /// Time from the start of the tool's image (its exec) to the capture's
+    /// start, in microseconds; where the image start is not recorded, from the
+    /// creation of its process, which includes whatever ran in the process
+    /// before an exec (`startup_since` says which). `null` where neither is known.
     pub startup_us: Option<u64>,
-    /// The resolution of `startup_us`, in microseconds (Linux counts process
-    /// start in clock ticks, usually 10 ms).
+    /// What `startup_us` counts from: `image_start` or `process_creation`;
+    /// `null` with `startup_us`.
+    pub startup_since: Option<String>,
+    /// The resolution of `startup_us`, in microseconds: 1 from the image start;
+    /// from the process's creation, Linux's clock tick (usually 10,000).
     pub startup_resolution_us: u64,
     /// The `<P>_TRACE_FILTER` in force.
     pub filter: String,
@@ -83,22 +88,52 @@ pub struct SpanTotals {
     pub field_sums: BTreeMap<String, i128>,
 }
 
-/// CPU and memory from `getrusage`. CPU times cover the capture; peaks are the
-/// process's so far and are never summed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// CPU and memory, each figure stating whose and over what interval. CPU
+/// figures are differences of two readings, so what a process did before it
+/// exec'd the tool is never counted as the tool's; peaks are never summed.
+/// A figure is `null` where the platform does not read it (`missing` says
+/// which).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resources {
-    /// User CPU of the tool's own process during the capture.
-    pub self_user_us: u64,
-    /// System CPU of the tool's own process during the capture.
-    pub self_system_us: u64,
-    /// Peak resident set of the tool's own process.
-    pub self_max_rss_kib: u64,
-    /// User CPU of the child processes waited for during the capture, summed.
-    pub children_user_us: u64,
-    /// System CPU of the child processes waited for during the capture, summed.
-    pub children_system_us: u64,
-    /// Peak resident set of the largest child process waited for (not a sum).
-    pub largest_child_max_rss_kib: u64,
+    /// User CPU of the tool's process (every thread) during the capture.
+    pub self_user_us: Option<u64>,
+    /// System CPU of the tool's process (every thread) during the capture.
+    pub self_system_us: Option<u64>,
+    /// Peak resident set of the tool's process, since `self_max_rss_since`.
+    pub self_max_rss_kib: Option<u64>,
+    /// What `self_max_rss_kib` counts from: `image_start` (always on Linux,
+    /// where the address space's own high-water mark is read when
+    /// `getrusage`'s may be from before an exec) or `process_creation` (macOS
+    /// after an exec that left a larger peak than the tool reached).
+    pub self_max_rss_since: Option<String>,
+    /// User CPU of the tool from its image start to the capture's start.
+    pub startup_user_us: Option<u64>,
+    /// System CPU of the tool from its image start to the capture's start.
+    pub startup_system_us: Option<u64>,
+    /// User CPU the process had used when the tool's image started: what ran
+    /// in it before an exec (cargo's, under `cargo run`) and the dynamic
+    /// loader. Not the tool's.
+    pub pre_exec_user_us: Option<u64>,
+    /// System CPU the process had used when the tool's image started. Not the tool's.
+    pub pre_exec_system_us: Option<u64>,
+    /// User CPU of every child process the tool's process waited for during
+    /// the capture (with the children those waited for), summed.
+    pub children_user_us: Option<u64>,
+    /// System CPU of the same children, summed.
+    pub children_system_us: Option<u64>,
+    /// How many children the capture's helpers (`run_ninja`, `run_test`,
+    /// `wait_child`) ran and waited for.
+    pub waited_children: Option<u64>,
+    /// User CPU of those children, summed.
+    pub waited_children_user_us: Option<u64>,
+    /// System CPU of those children, summed.
+    pub waited_children_system_us: Option<u64>,
+    /// Peak resident set of the largest of those children (or of a process
+    /// one of them waited for, such as a compiler under Ninja). Not a sum;
+    /// `null` when they were none.
+    pub largest_child_max_rss_kib: Option<u64>,
+    /// What this platform does not read, when some figures are `null` for that reason.
+    pub missing: Option<String>,
 }
 
 /// What the capture knows of Ninja's actions in this run.

@@ -66,7 +66,7 @@ impl std::error::Error for ReadError {
 }
 
 impl Timings {
-    /// Reads a `timings.json` of format 1. Unknown fields are ignored; any other
+    /// Reads a `timings.json` of format 2. Unknown fields are ignored; any other
     /// `format_version` is refused with an error naming the file and both versions.
     pub fn from_path(path: impl AsRef<Path>) -> Result<Timings, ReadError> {
         let path = path.as_ref();

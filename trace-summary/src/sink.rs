@@ -4,9 +4,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Write};
 
-use trace_core::{Event, Field, Finish, Sink, Start};
+use trace_core::{Event, Field, Finish, Since, Sink, Start};
 
-use crate::format::{FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_UNAVAILABLE, SUFFIX};
+use crate::format::{
+    FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_UNAVAILABLE, SINCE_IMAGE_START, SINCE_PROCESS_CREATION,
+    SUFFIX,
+};
 use crate::model::{Lane, Ninja, Resources, SpanTotals, Timings, TraceFile};
 
 #[derive(Default)]
@@ -201,6 +204,12 @@ impl Sink for SummarySink {
                 .then_with(|| (&a.name, &a.target).cmp(&(&b.name, &b.target)))
         });
         let r = end.resources;
+        let since = |s: Option<Since>| {
+            s.map(|s| match s {
+                Since::ImageStart => SINCE_IMAGE_START.to_string(),
+                Since::ProcessCreation => SINCE_PROCESS_CREATION.to_string(),
+            })
+        };
         let timings = Timings {
             format_version: FORMAT_VERSION,
             command: self.command.clone(),
@@ -209,6 +218,7 @@ impl Sink for SummarySink {
             start_unix_ms: self.start_unix_ms,
             wall_us: end.end_ns.saturating_sub(self.start_ns) / 1000,
             startup_us: self.startup_us,
+            startup_since: since(self.startup_us.and(trace_core::os::startup_since())),
             startup_resolution_us: trace_core::os::startup_resolution_us(),
             filter: self.filter.clone(),
             trace_complete: end.dropped_records == 0 && files.iter().all(|f| f.complete),
@@ -220,9 +230,18 @@ impl Sink for SummarySink {
                 self_user_us: r.self_user_us,
                 self_system_us: r.self_system_us,
                 self_max_rss_kib: r.self_max_rss_kib,
+                self_max_rss_since: since(r.self_max_rss_since),
+                startup_user_us: r.startup_user_us,
+                startup_system_us: r.startup_system_us,
+                pre_exec_user_us: r.pre_exec_user_us,
+                pre_exec_system_us: r.pre_exec_system_us,
                 children_user_us: r.children_user_us,
                 children_system_us: r.children_system_us,
-                largest_child_max_rss_kib: r.children_max_rss_kib,
+                waited_children: r.waited_children,
+                waited_children_user_us: r.waited_children_user_us,
+                waited_children_system_us: r.waited_children_system_us,
+                largest_child_max_rss_kib: r.largest_child_max_rss_kib,
+                missing: trace_core::os::missing().map(str::to_string),
             },
             ninja: self.ninja.take().unwrap_or_else(Ninja::not_run),
             lanes: std::mem::take(&mut self.lanes),

@@ -58,10 +58,15 @@ proptest! {
 
 #[test]
 fn a_value_that_is_not_utf8_is_refused_with_the_variable_named() {
-    use std::os::unix::ffi::OsStringExt;
+    // Bytes that are not UTF-8 on Unix; an unpaired surrogate on Windows.
+    #[cfg(unix)]
+    let bad: OsString = std::os::unix::ffi::OsStringExt::from_vec(vec![b'i', 0xff, b'o']);
+    #[cfg(windows)]
+    let bad: OsString =
+        std::os::windows::ffi::OsStringExt::from_wide(&[u16::from(b'i'), 0xd800, u16::from(b'o')]);
     let e = Config::from_lookup("P", &["chrome"], |name| match name {
         "P_TRACE_DIR" => Some("d".into()),
-        "P_TRACE_FILTER" => Some(OsString::from_vec(vec![b'i', 0xff, b'o'])),
+        "P_TRACE_FILTER" => Some(bad.clone()),
         _ => None,
     })
     .unwrap_err();

@@ -113,21 +113,27 @@ fn write_with_version(dir: &Path, version: &str) -> std::path::PathBuf {
     let report = Session::start(&config(dir), "v", sinks).unwrap().finish();
     let path = &report.files[0].path;
     let text = std::fs::read_to_string(path).unwrap();
-    let changed = text.replacen("\"format_version\": 1", &format!("\"format_version\": {version}"), 1);
+    let changed = text.replacen("\"format_version\": 2", &format!("\"format_version\": {version}"), 1);
     let out = dir.join(format!("v{version}.timings.json"));
     std::fs::write(&out, changed).unwrap();
     out
 }
 
 #[test]
-fn reading_format_version_2_fails_naming_the_file_and_both_versions() {
+fn reading_another_format_version_fails_naming_the_file_and_both_versions() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_with_version(dir.path(), "2");
-    let err = Timings::from_path(&path).unwrap_err();
-    assert!(matches!(err, ReadError::Version { found: Some(2), expected: 1, .. }));
-    let msg = err.to_string();
-    assert!(msg.contains(&path.display().to_string()), "{msg}");
-    assert!(msg.contains("format_version 2") && msg.contains("format_version 1"), "{msg}");
+    // Format 1 counted a child's peak from before an exec; format 3 is the future.
+    for found in [1, 3] {
+        let path = write_with_version(dir.path(), &found.to_string());
+        let err = Timings::from_path(&path).unwrap_err();
+        assert!(matches!(err, ReadError::Version { found: Some(f), expected: 2, .. } if f == found));
+        let msg = err.to_string();
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        assert!(
+            msg.contains(&format!("format_version {found}")) && msg.contains("format_version 2"),
+            "{msg}"
+        );
+    }
 }
 
 #[test]
@@ -140,9 +146,9 @@ fn a_missing_or_non_numeric_version_is_refused() {
 #[test]
 fn unknown_fields_are_ignored_by_the_reader() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_with_version(dir.path(), "1, \"from_the_future\": {\"x\": 1}");
+    let path = write_with_version(dir.path(), "2, \"from_the_future\": {\"x\": 1}");
     let t = Timings::from_path(&path).unwrap();
-    assert_eq!(t.format_version, 1);
+    assert_eq!(t.format_version, 2);
 }
 
 #[test]
@@ -234,4 +240,53 @@ fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
         rows,
         [("compile", "cabin::fetch", 1, 5_000, 0, 7), ("compile", "cabin::build", 2, 3_000, 1, 7)]
     );
+}
+
+#[test]
+fn the_children_a_capture_waited_for_give_its_child_figures_and_only_they_do() {
+    use trace_core::ChildUsage;
+
+    let dir = tempfile::tempdir().unwrap();
+    let sinks: Vec<Box<dyn Sink>> = vec![Box::new(SummarySink::new())];
+    let session = Session::start(&config(dir.path()), "kids", sinks).unwrap();
+    // Another capture's child, on another thread: not this capture's.
+    let other = Session::start(&config(dir.path()), "other", vec![Box::new(SummarySink::new())]).unwrap();
+    other.in_scope(|| {
+        let h = trace_core::current().unwrap();
+        h.child_exited(&ChildUsage { user_us: 1_000_000, system_us: 1_000_000, max_rss_kib: 9_999_999 });
+    });
+    session.in_scope(|| {
+        let h = trace_core::current().unwrap();
+        h.child_exited(&ChildUsage { user_us: 700, system_us: 30, max_rss_kib: 5_000 });
+        h.child_exited(&ChildUsage { user_us: 300, system_us: 20, max_rss_kib: 12_000 });
+    });
+    let report = session.finish();
+    drop(other);
+    let r = Timings::from_path(&report.files[0].path).unwrap().resources;
+    if let Some(missing) = trace_core::os::missing() {
+        // Windows: no figure is read, and the summary says so.
+        assert_eq!(r.missing.as_deref(), Some(missing));
+        assert_eq!((r.waited_children, r.largest_child_max_rss_kib, r.self_user_us), (None, None, None));
+        return;
+    }
+    assert_eq!(r.missing, None);
+    assert_eq!(r.waited_children, Some(2));
+    assert_eq!((r.waited_children_user_us, r.waited_children_system_us), (Some(1_000), Some(50)));
+    assert_eq!(r.largest_child_max_rss_kib, Some(12_000), "the largest peak, not a sum");
+    assert!(r.self_user_us.is_some() && r.self_max_rss_kib.unwrap() > 0, "{r:?}");
+}
+
+#[test]
+fn a_capture_that_waited_for_no_child_has_no_child_peak() {
+    let dir = tempfile::tempdir().unwrap();
+    let sinks: Vec<Box<dyn Sink>> = vec![Box::new(SummarySink::new())];
+    let report = Session::start(&config(dir.path()), "alone", sinks).unwrap().finish();
+    let t = Timings::from_path(&report.files[0].path).unwrap();
+    assert_eq!(t.resources.largest_child_max_rss_kib, None);
+    assert_eq!(t.resources.waited_children, trace_core::os::missing().is_none().then_some(0));
+    // Where the image start is recorded, startup counts from it, to the microsecond.
+    if t.startup_since.as_deref() == Some(trace_summary::SINCE_IMAGE_START) {
+        assert_eq!(t.startup_resolution_us, 1);
+        assert!(t.startup_us.is_some());
+    }
 }

@@ -1,0 +1,248 @@
+//! Linux and macOS: `getrusage`, `wait4`, `clock_gettime`, and a constructor
+//! that runs when the tool's image starts.
+
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, ExitStatus};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{ChildUsage, Cpu};
+use crate::event::Since;
+
+pub(super) const MISSING: Option<&str> = None;
+
+pub(super) fn current_tid() -> u64 {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // SAFETY: gettid has no preconditions and cannot fail.
+        unsafe { libc::gettid() as u64 }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        thread_local!(static TID: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
+        TID.with(|t| *t)
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+pub(super) fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
+}
+
+fn rusage(who: libc::c_int) -> Option<libc::rusage> {
+    // SAFETY: an all-zero rusage is valid, and getrusage only writes to it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage.
+    (unsafe { libc::getrusage(who, &mut ru) } == 0).then_some(ru)
+}
+
+fn tv_us(tv: libc::timeval) -> u64 {
+    tv.tv_sec as u64 * 1_000_000 + tv.tv_usec as u64
+}
+
+fn cpu(ru: &libc::rusage) -> Cpu {
+    Cpu { user_us: tv_us(ru.ru_utime), system_us: tv_us(ru.ru_stime) }
+}
+
+fn max_rss_kib(ru: &libc::rusage) -> u64 {
+    // Linux reports KiB; macOS reports bytes.
+    if cfg!(target_vendor = "apple") {
+        ru.ru_maxrss as u64 / 1024
+    } else {
+        ru.ru_maxrss as u64
+    }
+}
+
+pub(super) fn cpu_now() -> (Option<Cpu>, Option<Cpu>) {
+    (rusage(libc::RUSAGE_SELF).map(|r| cpu(&r)), rusage(libc::RUSAGE_CHILDREN).map(|r| cpu(&r)))
+}
+
+pub(super) fn self_peak_kib() -> Option<(u64, Since)> {
+    let peak = max_rss_kib(&rusage(libc::RUSAGE_SELF)?);
+    // getrusage's peak keeps the one from before an exec. Above the value the
+    // image started with, it was reached by the tool itself: the usual case,
+    // which needs no more than this one call.
+    if image_start_ns().is_some() && peak > IMAGE_START_MAX_RSS_KIB.load(Ordering::Relaxed) {
+        return Some((peak, Since::ImageStart));
+    }
+    // Otherwise the address space's own high-water mark, which an exec starts
+    // afresh (reading it costs about 25 µs).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Some(kib) = std::fs::read_to_string("/proc/self/status").ok().and_then(|status| {
+        let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+        line.trim().strip_suffix("kB")?.trim().parse().ok()
+    }) {
+        return Some((kib, Since::ImageStart));
+    }
+    Some((peak, Since::ProcessCreation))
+}
+
+pub(super) fn wait_child(child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is valid, and wait4 only writes to it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `ru` are valid and writable; `pid` is our child,
+        // which nothing else waits for: `child` is ours and is dropped unwaited.
+        let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if rc == pid {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    drop(child);
+    let usage = ChildUsage {
+        user_us: tv_us(ru.ru_utime),
+        system_us: tv_us(ru.ru_stime),
+        max_rss_kib: max_rss_kib(&ru),
+    };
+    Ok((ExitStatus::from_raw(status), Some(usage)))
+}
+
+// The image start: a constructor the loader runs before `main` (and before any
+// other Rust code of this image) records the monotonic clock, the CPU the
+// process had used until then (what it did before its exec) and its peak
+// resident set then (the peak from before the exec, if it exec'd).
+
+static IMAGE_START_NS: AtomicU64 = AtomicU64::new(0);
+static IMAGE_START_USER_US: AtomicU64 = AtomicU64::new(0);
+static IMAGE_START_SYSTEM_US: AtomicU64 = AtomicU64::new(0);
+static IMAGE_START_MAX_RSS_KIB: AtomicU64 = AtomicU64::new(0);
+
+#[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple"))]
+extern "C" fn at_image_start() {
+    if let Some(ru) = rusage(libc::RUSAGE_SELF) {
+        let c = cpu(&ru);
+        IMAGE_START_USER_US.store(c.user_us, Ordering::Relaxed);
+        IMAGE_START_SYSTEM_US.store(c.system_us, Ordering::Relaxed);
+        IMAGE_START_MAX_RSS_KIB.store(max_rss_kib(&ru), Ordering::Relaxed);
+    }
+    // Stored last, with release: a reader that sees the time sees the CPU too.
+    IMAGE_START_NS.store(monotonic_ns(), Ordering::Release);
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[used]
+#[link_section = ".init_array"]
+static AT_IMAGE_START: extern "C" fn() = at_image_start;
+
+#[cfg(target_vendor = "apple")]
+#[used]
+#[link_section = "__DATA,__mod_init_func"]
+static AT_IMAGE_START: extern "C" fn() = at_image_start;
+
+/// The monotonic time the image started, if the constructor ran.
+fn image_start_ns() -> Option<u64> {
+    // A linker takes an object out of a static library only when something
+    // refers to it: this reference keeps the constructor's object (and so the
+    // constructor) in every binary that reads the figures.
+    #[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple"))]
+    std::hint::black_box(&AT_IMAGE_START);
+    Some(IMAGE_START_NS.load(Ordering::Acquire)).filter(|ns| *ns != 0)
+}
+
+pub(super) fn image_start_cpu() -> Option<Cpu> {
+    image_start_ns()?;
+    Some(Cpu {
+        user_us: IMAGE_START_USER_US.load(Ordering::Relaxed),
+        system_us: IMAGE_START_SYSTEM_US.load(Ordering::Relaxed),
+    })
+}
+
+pub(super) fn startup_since() -> Option<Since> {
+    if image_start_ns().is_some() {
+        Some(Since::ImageStart)
+    } else {
+        process_start_us().map(|_| Since::ProcessCreation)
+    }
+}
+
+pub(super) fn startup_us() -> Option<u64> {
+    if let Some(start) = image_start_ns() {
+        return Some(monotonic_ns().saturating_sub(start) / 1_000);
+    }
+    let start_us = process_start_us()?;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let now_us = clock_ns(libc::CLOCK_BOOTTIME)? / 1_000;
+        Some(now_us.saturating_sub(start_us))
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        let _ = start_us;
+        None
+    }
+}
+
+pub(super) fn startup_resolution_us() -> u64 {
+    if image_start_ns().is_some() {
+        return 1;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        1_000_000 / hz as u64
+    } else {
+        10_000
+    }
+}
+
+/// The process's creation on `CLOCK_BOOTTIME`, in microseconds (Linux:
+/// `/proc/self/stat`, in clock ticks since boot).
+fn process_start_us() -> Option<u64> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // The process's start never changes: read it once per process.
+        static START_US: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+        *START_US.get_or_init(|| {
+            let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+            // The command name (field 2) may hold spaces and parentheses: skip past its last ')'.
+            let rest = &stat[stat.rfind(')')? + 1..];
+            let start_ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+            // SAFETY: sysconf has no preconditions.
+            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+            (hz > 0).then(|| start_ticks * 1_000_000 / hz as u64)
+        })
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_childs_exit_status_and_cpu_come_from_its_wait() {
+        // A shell that burns a little CPU in a loop, then exits with 3.
+        let child = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3"])
+            .spawn()
+            .unwrap();
+        let (status, usage) = wait_child(child).unwrap();
+        assert_eq!(status.code(), Some(3));
+        let usage = usage.unwrap();
+        assert!(usage.user_us + usage.system_us > 0, "{usage:?}");
+        assert!(usage.max_rss_kib > 100, "{usage:?}");
+    }
+
+    #[test]
+    fn a_child_killed_by_a_signal_says_so() {
+        let child = std::process::Command::new("sh").args(["-c", "kill -9 $$"]).spawn().unwrap();
+        let (status, _) = wait_child(child).unwrap();
+        assert_eq!((status.code(), status.signal()), (None, Some(9)));
+    }
+}
