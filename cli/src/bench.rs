@@ -72,7 +72,7 @@ pub struct Args {
     #[arg(long, default_value = "CABIN", value_name = "PREFIX")]
     prefix: String,
     /// Where samples.json and every run's directory go; must not hold a
-    /// samples.json. Default: target/cabin-trace-bench/<unix-ms>.
+    /// samples.json. Default: target/cabin-trace-bench/UNIX_MS.
     #[arg(long, short, value_name = "DIR")]
     output: Option<PathBuf>,
     /// Run each command through `sh -c` rather than split into words.

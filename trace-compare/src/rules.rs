@@ -171,7 +171,7 @@ pub fn check_finite(values: &[f64], what: &str) -> Result<(), Error> {
 }
 
 /// The unpaired rule (both sides have at least [`MIN_SAMPLES`] finite values;
-/// see [`compare_values`] for the checks): two-sided Mann-Whitney U at
+/// see [`crate::compare::compare_metric`] for the checks): two-sided Mann-Whitney U at
 /// `alpha_unpaired` AND medians apart by more than the larger IQR; then the
 /// policy.
 pub fn unpaired(base: &[f64], head: &[f64], kind: Kind, opts: &Options) -> Unpaired {
