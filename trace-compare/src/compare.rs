@@ -127,27 +127,28 @@ pub fn compare(base: &Side, head: &Side, opts: &Options) -> Result<Report, Error
     })
 }
 
-/// Groups matched by name; when no name is shared and both sides have as many
-/// groups, by position (two hyperfine exports of different binaries).
+/// Groups matched by name; the groups left over, when both sides have as
+/// many, by position (two hyperfine exports of different binaries); the rest
+/// are on one side only.
 fn match_groups<'a>(base: &'a Side, head: &'a Side) -> Vec<(String, Option<&'a Group>, Option<&'a Group>)> {
-    let shared = base.groups.iter().any(|b| head.groups.iter().any(|h| h.name == b.name));
-    if !shared && base.groups.len() == head.groups.len() {
-        return base
-            .groups
-            .iter()
-            .zip(&head.groups)
-            .map(|(b, h)| (format!("{} | {}", b.name, h.name), Some(b), Some(h)))
-            .collect();
-    }
-    let mut out: Vec<_> = base
-        .groups
-        .iter()
-        .map(|b| (b.name.clone(), Some(b), head.groups.iter().find(|h| h.name == b.name)))
-        .collect();
-    for h in &head.groups {
-        if !base.groups.iter().any(|b| b.name == h.name) {
-            out.push((h.name.clone(), None, Some(h)));
+    let named = |g: &Group, other: &Side| other.groups.iter().any(|o| o.name == g.name);
+    let left_b: Vec<&Group> = base.groups.iter().filter(|g| !named(g, head)).collect();
+    let left_h: Vec<&Group> = head.groups.iter().filter(|g| !named(g, base)).collect();
+    let by_position = left_b.len() == left_h.len();
+    let mut out = Vec::new();
+    let mut next_h = left_h.iter();
+    for b in &base.groups {
+        match head.groups.iter().find(|h| h.name == b.name) {
+            Some(h) => out.push((b.name.clone(), Some(b), Some(h))),
+            None if by_position => {
+                let h = next_h.next().copied();
+                out.push((format!("{} | {}", b.name, h.map_or("", |h| h.name.as_str())), Some(b), h));
+            }
+            None => out.push((b.name.clone(), Some(b), None)),
         }
+    }
+    if !by_position {
+        out.extend(left_h.iter().map(|h| (h.name.clone(), None, Some(*h))));
     }
     out
 }
@@ -159,8 +160,9 @@ fn compare_group(
     paired: bool,
     opts: &Options,
 ) -> Result<GroupReport, Error> {
-    let mut invalid: Vec<String> = b.invalid.iter().chain(&h.invalid).cloned().collect();
-    invalid.dedup();
+    // Two labels of one session carry the same reasons: keep each once.
+    let mut invalid = b.invalid.clone();
+    invalid.extend(h.invalid.iter().filter(|r| !b.invalid.contains(r)).cloned());
     if !invalid.is_empty() {
         return Ok(GroupReport { name, invalid, notes: Vec::new(), rows: Vec::new() });
     }

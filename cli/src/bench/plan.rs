@@ -59,8 +59,23 @@ struct Settings {
 struct ScenarioSpec {
     name: String,
     command: String,
-    #[serde(flatten)]
-    settings: Settings,
+    runs: Option<u32>,
+    warmups: Option<u32>,
+    prepare: Option<String>,
+    workdir: Option<String>,
+    checks: Option<Vec<String>>,
+}
+
+impl ScenarioSpec {
+    fn settings(&self) -> Settings {
+        Settings {
+            runs: self.runs,
+            warmups: self.warmups,
+            prepare: self.prepare.clone(),
+            workdir: self.workdir.clone(),
+            checks: self.checks.clone(),
+        }
+    }
 }
 
 /// Settings given on the command line, the defaults of every scenario.
@@ -141,7 +156,7 @@ pub fn from_file(path: &Path, tools: &[String], flags: &Flags) -> anyhow::Result
         if !sc.command.contains("{tool}") {
             bail!("{at}: command `{}` has no `{{tool}}`; expected where each --tool's path goes", sc.command);
         }
-        let s = &sc.settings;
+        let s = &sc.settings();
         let d = &file.defaults;
         let workdir = s.workdir.as_ref().or(d.workdir.as_ref()).map(|w| here.join(w));
         let workdir = workdir.or_else(|| flags.workdir.map(Path::to_path_buf));

@@ -45,6 +45,15 @@ fn median(kind: Kind, s: &Option<trace_compare::stats::Spread>) -> String {
     s.map_or("-".to_string(), |s| value(kind, s.median))
 }
 
+/// A p-value for people: four decimals, or two significant digits when tiny.
+fn p_value(p: f64) -> String {
+    if p >= 1e-4 {
+        format!("{p:.4}")
+    } else {
+        format!("{p:.1e}")
+    }
+}
+
 fn change(row: &Row) -> String {
     row.change_pct.map_or("-".to_string(), |c| format!("{c:+.1}%"))
 }
@@ -63,10 +72,10 @@ fn detail(row: &Row, paired: bool) -> String {
         let ratio = p.geo_mean_ratio.map_or("-".into(), |r| format!("{r:.4}"));
         let interval = p.interval.map_or("unbounded".into(), |(lo, hi)| format!("[{lo:.4}, {hi:.4}]"));
         parts.push(format!(
-            "ratio {ratio}, {:.0}% family interval (m={}) {interval}, sign-flip p={:.4} ({})",
+            "ratio {ratio}, {:.0}% family interval (m={}) {interval}, sign-flip p={} ({})",
             100.0 * (1.0 - p.alpha),
             p.family_size,
-            p.p,
+            p_value(p.p),
             p.enumeration
         ));
         parts.extend(p.notes.iter().cloned());
@@ -74,9 +83,9 @@ fn detail(row: &Row, paired: bool) -> String {
     if let Some(u) = &row.unpaired {
         let head = if paired { format!("unpaired: {}, ", u.verdict.as_str()) } else { String::new() };
         parts.push(format!(
-            "{head}U={} p={:.4} ({}), median diff {} vs larger IQR {}",
+            "{head}U={} p={} ({}), median diff {} vs larger IQR {}",
             u.u,
-            u.p,
+            p_value(u.p),
             u.method,
             value(row.kind, u.median_diff),
             value(row.kind, u.larger_iqr)
@@ -99,10 +108,14 @@ fn header(report: &Report) -> String {
     } else {
         format!("unpaired rule (Mann-Whitney U at {} and the IQR)", report.options.alpha_unpaired)
     };
-    format!(
-        "base `{}` ({}) vs head `{}` ({}): {rule}",
-        report.base.label, report.base.source, report.head.label, report.head.source
-    )
+    let side = |s: &trace_compare::SideInfo| {
+        if s.label == s.source {
+            format!("`{}`", s.label)
+        } else {
+            format!("`{}` ({})", s.label, s.source)
+        }
+    };
+    format!("base {} vs head {}: {rule}", side(&report.base), side(&report.head))
 }
 
 fn table(report: &Report) -> String {

@@ -17,10 +17,14 @@ trace-compare/tests/it/reference.rs read it and require agreement to 1e-12.
   assignments, and the interval [M_(k), M_(N-k)] of the sorted means of the
   2^n - 1 non-empty subsets, k = floor(N alpha / (2 m)), both by brute force;
   the p is cross-checked against scipy.stats.permutation_test.
+- `hyperfine_fixtures`: the wall times (ms) of cli/tests/fixtures/hyperfine's
+  two exports, command by command: U, p, medians, quartiles, IQRs (regenerate
+  this file whenever those fixtures are regenerated).
 """
 import itertools
 import json
 import math
+import os
 import sys
 
 import numpy as np
@@ -76,6 +80,29 @@ def signflip_case(name, d, alpha, m):
     return {"name": name, "d": d, "alpha": alpha, "m": m, "p": p, "k": k, "interval": interval}
 
 
+def hyperfine_cases():
+    """U, p, medians and IQRs of the wall times (ms) of the committed hyperfine
+    fixtures, command by command: what `cabin-trace compare --format json`
+    must report for them."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    fixtures = os.path.join(here, "..", "..", "..", "cli", "tests", "fixtures", "hyperfine")
+    with open(os.path.join(fixtures, "base.json")) as f:
+        base = json.load(f)["results"]
+    with open(os.path.join(fixtures, "head.json")) as f:
+        head = json.load(f)["results"]
+    out = []
+    for b, h in zip(base, head):
+        x = [t * 1000.0 for t in b["times"]]
+        y = [t * 1000.0 for t in h["times"]]
+        case = mwu_case(b["command"], x, y)
+        for side, v in (("base", x), ("head", y)):
+            q1, med, q3 = np.percentile(np.array(v), [25, 50, 75])
+            case[side] = {"median": float(med), "q1": float(q1), "q3": float(q3), "iqr": float(q3 - q1)}
+        del case["x"], case["y"]
+        out.append(case)
+    return out
+
+
 def main():
     rng = np.random.default_rng(20261201)
     mwu = [
@@ -118,6 +145,7 @@ def main():
         "mwu": mwu,
         "quantiles": quantiles,
         "signflip": signflip,
+        "hyperfine_fixtures": hyperfine_cases(),
     }, sys.stdout, indent=1)
     sys.stdout.write("\n")
 
