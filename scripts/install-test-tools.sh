@@ -5,7 +5,11 @@
 #   package, each under .tools/ninja/<version> (scripts/install-ninja.sh);
 # - the official Perfetto schema (`perfetto` PyPI package) in .tools/py and
 #   Debian's protoc (scripts/install-perfetto.sh);
-# - the `jsonschema` validator in .tools/py, for the timings schema test;
+# - the `jsonschema` validator in .tools/py, for the timings and samples schema tests;
+# - SciPy and numpy in .tools/py, to regenerate trace-compare's reference
+#   vectors (trace-compare/tests/vectors/gen.py);
+# - Debian's hyperfine, to regenerate the hyperfine fixtures of the CLI tests
+#   (cli/tests/fixtures/hyperfine/regen.sh) and for scripts/perf-gate.sh's context;
 # - the official OpenTelemetry protocol classes (`opentelemetry-proto`) in
 #   .tools/py, which tools/otlp_check.py decodes OTLP bodies with, and the
 #   `rotel` OpenTelemetry collector (its wheel ships the `rotel-agent`
@@ -36,6 +40,16 @@ if ! "$py" -c 'import opentelemetry.proto.trace.v1.trace_pb2, rotel' 2>/dev/null
     echo "install-test-tools: installing opentelemetry-proto and rotel into .tools/py" >&2
     PIP_ROOT_USER_ACTION=ignore "$py" -m pip install --quiet --disable-pip-version-check \
         "opentelemetry-proto>=1.38" "rotel==0.0.1a15"
+fi
+
+if ! "$py" -c 'import scipy, numpy' 2>/dev/null; then
+    echo "install-test-tools: installing scipy and numpy into .tools/py" >&2
+    PIP_ROOT_USER_ACTION=ignore "$py" -m pip install --quiet --disable-pip-version-check "scipy>=1.11" numpy
+fi
+
+if ! command -v hyperfine >/dev/null 2>&1; then
+    echo "install-test-tools: installing hyperfine" >&2
+    apt-get update -qq && apt-get install -y -qq hyperfine >/dev/null
 fi
 
 if ! command -v cc >/dev/null 2>&1; then

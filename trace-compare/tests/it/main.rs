@@ -1,0 +1,6 @@
+//! Integration tests of trace-compare.
+
+mod properties;
+mod readers;
+mod reference;
+mod rules;
