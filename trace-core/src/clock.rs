@@ -104,12 +104,16 @@ impl Anchor {
 #[derive(Debug)]
 pub(crate) struct Anchors {
     points: Vec<Anchor>,
+    /// Each segment's nanoseconds per tick, with 32 fractional bits (rounded
+    /// to the nearest): a multiplication per record instead of a 128-bit
+    /// division, within half a nanosecond of the exact line.
+    rates: Vec<u128>,
 }
 
 impl Anchors {
     /// Starts from the capture's first anchor.
     pub(crate) fn new(first: Anchor) -> Anchors {
-        Anchors { points: vec![first] }
+        Anchors { points: vec![first], rates: Vec::new() }
     }
 
     /// Adds an anchor after every existing one; ignores one that is not later
@@ -117,6 +121,8 @@ impl Anchors {
     pub(crate) fn push(&mut self, a: Anchor) {
         let last = self.points[self.points.len() - 1];
         if a.tick > last.tick && a.ns > last.ns {
+            let ticks = u128::from(a.tick - last.tick);
+            self.rates.push(((u128::from(a.ns - last.ns) << 32) + ticks / 2) / ticks);
             self.points.push(a);
         }
     }
@@ -146,11 +152,9 @@ impl Anchors {
             // The last anchor at or before `tick`.
             p.partition_point(|a| a.tick <= tick) - 1
         };
-        let (a, b) = (p[i], p[i + 1]);
-        let dt = u128::from(tick - a.tick);
-        let span_ns = u128::from(b.ns - a.ns);
-        let span_ticks = u128::from(b.tick - a.tick);
-        a.ns + u64::try_from(dt * span_ns / span_ticks).unwrap_or(u64::MAX - a.ns)
+        let a = p[i];
+        let off = (u128::from(tick - a.tick) * self.rates[i] + (1 << 31)) >> 32;
+        a.ns + u64::try_from(off).unwrap_or(u64::MAX - a.ns)
     }
 }
 

@@ -280,7 +280,9 @@ impl Subscriber for CaptureSubscriber {
             }
             None => 0,
         };
-        let info = SpanInfo { meta, inner, captured: self.wants(meta) };
+        // Without an inner dispatcher, `enabled` said yes for the capture alone.
+        let captured = self.inner.is_none() || self.wants(meta);
+        let info = SpanInfo { meta, inner, captured };
         let core = &*self.core;
         let made = core.threads.with_slot(|slot| {
             let id = match self.own_id(&slot.buf, &slot.next_seq, info) {
@@ -331,7 +333,7 @@ impl Subscriber for CaptureSubscriber {
 
     fn event(&self, event: &Event<'_>) {
         let meta = event.metadata();
-        if self.wants(meta) {
+        if self.inner.is_none() || self.wants(meta) {
             self.core.event(None, meta, |v| event.record(v));
         }
         if let Some(d) = self.inner_for(meta) {
