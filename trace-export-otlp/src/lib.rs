@@ -263,10 +263,26 @@ pub fn run_with_env(args: &ExportArgs, env: impl Fn(&str) -> Option<String>) -> 
 
 fn write_metrics(args: &MetricsArgs, service: &str) -> Result<Outcome, ExportError> {
     let mut summaries = Vec::new();
+    let mut rows = Vec::new();
     for path in &args.files {
-        summaries.push(read_timings(path)?);
+        match read_comparison(path)? {
+            Some(found) => rows.extend(found),
+            None => summaries.push(read_timings(path)?),
+        }
     }
-    let data = timings_metrics(&summaries, &args.labels.labels(), service);
+    let labels = args.labels.labels();
+    let mut data = timings_metrics(&summaries, &labels, service);
+    if !rows.is_empty() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let compared = comparison_metrics(&rows, &labels, service, now);
+        if summaries.is_empty() {
+            data = compared;
+        } else {
+            data.resource_metrics.extend(compared.resource_metrics);
+        }
+    }
     let mut line = data.to_json_line();
     line.push('\n');
     let written = match &args.output {
@@ -278,6 +294,46 @@ fn write_metrics(args: &MetricsArgs, service: &str) -> Result<Outcome, ExportErr
     written
         .map_err(|(what, e)| ExportError::new(ErrorKind::Write, format!("{what}: cannot be written: {e}")))?;
     Ok(Outcome::Metrics { output: args.output.clone(), points: data.point_count() })
+}
+
+/// The rows of a `cabin-trace compare --format json` report, or `None` when
+/// `path` holds something else (a summary). Read as plain JSON, so that this
+/// crate does not depend on the comparison's: per row the metric, the ratio
+/// head / base (the paired geometric mean where there is one, else the ratio
+/// of the medians) and the verdict; the group (scenario) as an attribute.
+fn read_comparison(path: &Path) -> Result<Option<Vec<ComparisonRow>>, ExportError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ExportError::new(ErrorKind::Read, format!("{}: cannot be read: {e}", path.display())))?;
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else { return Ok(None) };
+    let Some(groups) = value.get("groups").and_then(|g| g.as_array()) else { return Ok(None) };
+    let bad = |what: &str| {
+        ExportError::new(ErrorKind::Parse, format!("{}: a comparison report whose {what}", path.display()))
+    };
+    let mut rows = Vec::new();
+    for group in groups {
+        let scenario = group.get("name").and_then(|n| n.as_str()).unwrap_or_default();
+        for row in group.get("rows").and_then(|r| r.as_array()).ok_or_else(|| bad("group has no `rows`"))? {
+            let metric =
+                row.get("metric").and_then(|m| m.as_str()).ok_or_else(|| bad("row has no `metric`"))?;
+            let verdict =
+                row.get("verdict").and_then(|v| v.as_str()).ok_or_else(|| bad("row has no `verdict`"))?;
+            let median = |side: &str| row.get(side).and_then(|s| s.get("median")).and_then(|m| m.as_f64());
+            let paired = row.get("paired").and_then(|p| p.get("geo_mean_ratio")).and_then(|r| r.as_f64());
+            let ratio = paired.or_else(|| match (median("base"), median("head")) {
+                (Some(b), Some(h)) if b != 0.0 => Some(h / b),
+                _ => None,
+            });
+            // A metric on one side only has no ratio: nothing to plot.
+            let Some(ratio) = ratio else { continue };
+            rows.push(ComparisonRow {
+                metric: metric.to_string(),
+                ratio,
+                verdict: verdict.to_string(),
+                attributes: vec![("cabin_trace.scenario".to_string(), scenario.to_string())],
+            });
+        }
+    }
+    Ok(Some(rows))
 }
 
 fn read_timings(path: &Path) -> Result<Timings, ExportError> {

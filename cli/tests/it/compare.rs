@@ -157,3 +157,39 @@ fn two_directories_of_timings_files_are_compared_unpaired_and_a_changed_counter_
     assert_eq!(row(&report, "count:resolve")["verdict"], "unchanged");
     assert_eq!(row(&report, "wall")["base"]["n"], 3);
 }
+
+#[test]
+fn a_comparison_report_becomes_otlp_metrics_with_its_ratios_and_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let out = cabin_trace(&["compare", &fixture("base.json"), &fixture("head.json"), "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::write(&report, &out.stdout).unwrap();
+    let metrics = dir.path().join("metrics.otlp.json");
+    let out = cabin_trace(&[
+        "export",
+        "metrics",
+        "--revision",
+        "abc123",
+        "-o",
+        metrics.to_str().unwrap(),
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&metrics).unwrap()).unwrap();
+    let text = line.to_string();
+    assert!(text.contains("\"cabin_trace.verdict\""), "{text}");
+    assert!(text.contains("\"regressed\""), "{text}");
+    assert!(text.contains("abc123"), "{text}");
+    // The wall ratio of the slower command: 0.040 s against 0.020 s.
+    let points: Vec<&serde_json::Value> = line["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["gauge"]["dataPoints"].as_array().into_iter().flatten())
+        .filter(|p| p.to_string().contains("\"wall\"") && p.to_string().contains("regressed"))
+        .collect();
+    assert_eq!(points.len(), 1, "{text}");
+    let ratio = points[0]["asDouble"].as_f64().unwrap();
+    assert!((1.6..2.4).contains(&ratio), "{ratio}");
+}
