@@ -42,7 +42,9 @@ pub struct NinjaRun {
 /// as seen here, which is reported as the alignment uncertainty.
 ///
 /// The command's standard streams are whatever `cmd` says (inherited by
-/// default). Fails only if Ninja cannot be started or waited for.
+/// default). Ninja and its actions get the capture's context in their
+/// environment, as [`crate::command`] sets it. Fails only if Ninja cannot be
+/// started or waited for.
 ///
 /// ```no_run
 /// let mut ninja = std::process::Command::new("ninja");
@@ -55,6 +57,7 @@ pub fn run_ninja(cmd: &mut Command, log: impl AsRef<Path>) -> io::Result<NinjaRu
     let log = log.as_ref();
     let _span =
         tracing::info_span!(target: "cabin_trace", "run_ninja", actions = tracing::field::Empty).entered();
+    crate::command(cmd);
     let snapshot = Snapshot::take(log);
     let spawned = Instant::now();
     let status = cmd.status()?;
@@ -120,7 +123,8 @@ pub fn run_ninja(cmd: &mut Command, log: impl AsRef<Path>) -> io::Result<NinjaRu
 
 /// Runs a test executable to completion, capturing its output, and adds it to
 /// the current capture (if any) as a slice of the `tests` lane named after
-/// the executable, with its exit code.
+/// the executable, with its exit code. The executable gets the capture's
+/// context in its environment, as [`crate::command`] sets it.
 ///
 /// ```no_run
 /// let out = cabin_trace::run_test(&mut std::process::Command::new("build/unit_tests"))?;
@@ -133,6 +137,7 @@ pub fn run_test(cmd: &mut Command) -> io::Result<Output> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| cmd.get_program().to_string_lossy().into_owned());
     let _span = tracing::info_span!(target: "cabin_trace", "run_test", test = %name).entered();
+    crate::command(cmd);
     let handle = trace_core::current();
     let begin_ns = handle.as_ref().map(|h| h.now_ns());
     let output = cmd.output()?;

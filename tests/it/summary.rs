@@ -30,7 +30,7 @@ fn the_demo_summary_counts_exactly_what_its_arguments_imply() {
     assert!(out.status.success(), "{}", stderr(&out));
     let summary: Value =
         serde_json::from_slice(&std::fs::read(one(dir.path(), ".timings.json")).unwrap()).unwrap();
-    assert_eq!(summary["format_version"], 1);
+    assert_eq!(summary["format_version"], 2);
     assert_eq!(summary["command"], "build");
     assert_eq!(summary["trace_complete"], true);
     assert_eq!(summary["dropped_records"], 0);
@@ -93,7 +93,7 @@ fn the_summary_validates_against_the_checked_in_schema() {
         "{} is missing: run scripts/install-test-tools.sh to install the JSON Schema validator",
         python.display()
     );
-    let schema = root.join("trace-summary/schema/timings-v1.schema.json");
+    let schema = root.join("trace-summary/schema/timings-v2.schema.json");
     let check = |file: &Path| {
         std::process::Command::new(&python)
             .arg(root.join("tools/validate_json_schema.py"))

@@ -31,6 +31,10 @@ pub(crate) struct Core {
     pub base: Instant,
     /// Per external lane, the end of the last slice on each of its tracks.
     pub lane_tracks: Mutex<Vec<(String, Vec<u64>)>>,
+    /// The capture's family, directory and stem, for its children's environment.
+    pub family: crate::family::Family,
+    pub dir: std::path::PathBuf,
+    pub stem: String,
 }
 
 impl Core {

@@ -2,7 +2,7 @@
 
 /// The format version this crate writes and reads. Bumped with every change of
 /// meaning of a field.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The file name after the stem.
 pub const SUFFIX: &str = "timings.json";

@@ -11,7 +11,7 @@
 //!   the field names (`_us`, `_kib`, `_ms`). [`Timings::from_path`] reads format
 //!   1 and refuses any other version.
 //! - [`Timings::table`] is a human view: the top span names by total time.
-//! - `schema/timings-v1.schema.json` is the JSON Schema of format 1.
+//! - `schema/timings-v2.schema.json` is the JSON Schema of format 2.
 //!
 //! Per span name, `total_inclusive_us` is a sum of inclusive lifetimes over
 //! threads and nesting: not elapsed time. Which span names appear follows the

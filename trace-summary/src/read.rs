@@ -66,7 +66,7 @@ impl std::error::Error for ReadError {
 }
 
 impl Timings {
-    /// Reads a `timings.json` of format 1. Unknown fields are ignored; any other
+    /// Reads a `timings.json` of format 2 or 1. Unknown fields are ignored; any other
     /// `format_version` is refused with an error naming the file and both versions.
     pub fn from_path(path: impl AsRef<Path>) -> Result<Timings, ReadError> {
         let path = path.as_ref();
@@ -81,7 +81,8 @@ impl Timings {
             |e: serde_json::Error| ReadError::Parse { path: path.to_path_buf(), message: e.to_string() };
         let value: serde_json::Value = serde_json::from_slice(bytes).map_err(parse)?;
         let found = value.get("format_version").and_then(|v| v.as_u64());
-        if found != Some(u64::from(FORMAT_VERSION)) {
+        // Format 2 only adds fields to format 1, which therefore reads too.
+        if !matches!(found, Some(v) if v == 1 || v == u64::from(FORMAT_VERSION)) {
             return Err(ReadError::Version { path: path.to_path_buf(), found, expected: FORMAT_VERSION });
         }
         serde_json::from_value(value).map_err(parse)

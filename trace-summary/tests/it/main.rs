@@ -113,21 +113,30 @@ fn write_with_version(dir: &Path, version: &str) -> std::path::PathBuf {
     let report = Session::start(&config(dir), "v", sinks).unwrap().finish();
     let path = &report.files[0].path;
     let text = std::fs::read_to_string(path).unwrap();
-    let changed = text.replacen("\"format_version\": 1", &format!("\"format_version\": {version}"), 1);
+    let changed = text.replacen("\"format_version\": 2", &format!("\"format_version\": {version}"), 1);
     let out = dir.join(format!("v{version}.timings.json"));
     std::fs::write(&out, changed).unwrap();
     out
 }
 
 #[test]
-fn reading_format_version_2_fails_naming_the_file_and_both_versions() {
+fn reading_format_version_3_fails_naming_the_file_and_both_versions() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_with_version(dir.path(), "2");
+    let path = write_with_version(dir.path(), "3");
     let err = Timings::from_path(&path).unwrap_err();
-    assert!(matches!(err, ReadError::Version { found: Some(2), expected: 1, .. }));
+    assert!(matches!(err, ReadError::Version { found: Some(3), expected: 2, .. }));
     let msg = err.to_string();
     assert!(msg.contains(&path.display().to_string()), "{msg}");
-    assert!(msg.contains("format_version 2") && msg.contains("format_version 1"), "{msg}");
+    assert!(msg.contains("format_version 3") && msg.contains("format_version 2"), "{msg}");
+}
+
+#[test]
+fn a_format_1_summary_still_reads_with_empty_family_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_with_version(dir.path(), "1");
+    let t = Timings::from_path(&path).unwrap();
+    assert_eq!(t.format_version, 1);
+    assert_eq!(t.trace_id.len(), 32, "the fields present are kept");
 }
 
 #[test]
@@ -142,7 +151,7 @@ fn unknown_fields_are_ignored_by_the_reader() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_with_version(dir.path(), "1, \"from_the_future\": {\"x\": 1}");
     let t = Timings::from_path(&path).unwrap();
-    assert_eq!(t.format_version, 1);
+    assert_eq!(t.format_version, 2);
 }
 
 #[test]
@@ -189,6 +198,7 @@ fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
         start_ns: 0,
         startup_us: None,
         filter: "trace",
+        ..Default::default()
     };
     sink.start(&start, &mut out).unwrap();
     // Two call sites of one name and target (their strings at different
