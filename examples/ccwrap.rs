@@ -40,7 +40,7 @@ struct Call {
 }
 
 fn parse(argv: Vec<String>) -> Result<Call> {
-    let _phase = info_span!("parse_args", args = argv.len() as u64).entered();
+    let _phase = info_span!("parse_args", args = argv.len() as u64, output = tracing::field::Empty).entered();
     let mut it = argv.into_iter();
     let Some(compiler) = it.next() else {
         bail!("usage: ccwrap <compiler> <arguments>");
@@ -68,6 +68,10 @@ fn parse(argv: Vec<String>) -> Result<Call> {
         i += 1;
     }
     let cacheable = compile && sources.len() == 1;
+    if let Some(o) = output.as_ref().filter(|_| cacheable) {
+        // What this call builds, for a merge to find the build action that ran it.
+        tracing::Span::current().record("output", o.display().to_string());
+    }
     Ok(Call { compiler, args, output: output.filter(|_| cacheable), sources })
 }
 
@@ -84,7 +88,8 @@ fn cache_key(call: &Call) -> Result<String> {
         h.write(&[0]);
     }
     let mut files: Vec<PathBuf> = call.sources.clone();
-    let mut dirs: Vec<PathBuf> = call.sources.iter().filter_map(|s| s.parent().map(Path::to_path_buf)).collect();
+    let mut dirs: Vec<PathBuf> =
+        call.sources.iter().filter_map(|s| s.parent().map(Path::to_path_buf)).collect();
     for (i, a) in call.args.iter().enumerate() {
         if let Some(d) = a.strip_prefix("-I") {
             let d = if d.is_empty() { call.args.get(i + 1).map(String::as_str).unwrap_or("") } else { d };
@@ -94,8 +99,10 @@ fn cache_key(call: &Call) -> Result<String> {
     for d in dirs {
         let dir = if d.as_os_str().is_empty() { PathBuf::from(".") } else { d };
         if let Ok(rd) = std::fs::read_dir(&dir) {
-            let mut headers: Vec<PathBuf> =
-                rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "h")).collect();
+            let mut headers: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "h"))
+                .collect();
             headers.sort();
             files.extend(headers);
         }

@@ -189,7 +189,8 @@ fn main() -> ExitCode {
     if !capture.is_enabled() {
         eprintln!("minibuild: capture is off; set CABIN_TRACE_DIR=<dir> to write a trace of this build");
     }
-    let (result, report) = match capture.run_with_report("minibuild", || minibuild(&dir, wrapper.as_deref())) {
+    let (result, report) = match capture.run_with_report("minibuild", || minibuild(&dir, wrapper.as_deref()))
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

@@ -47,7 +47,9 @@ on stdout:
   {"kind": "counter", "pid": .., "track": .., "unit": .., "ts_ns": .., "value": ..}
 Thread tracks carry pid, tid and thread; process tracks pid and process;
 external lanes carry "lane" (the parent track's name) instead; counter tracks
-the pid of their parent process. Times are CLOCK_MONOTONIC nanoseconds. With
+the pid of their parent process. A track event's `flow_ids` and
+`terminating_flow_ids` are in its args under those names. Times are
+CLOCK_MONOTONIC nanoseconds. With
 --concat only the concatenation is dumped.
 
 --inflate OUT writes the trace with every compressed packet replaced by the
@@ -502,6 +504,11 @@ def check_trace(data, errors):
                 pending += [(d, f"{prefix}{key}.") for d in a.dict_entries]
                 pending += [(v, f"{prefix}{key}.") for v in a.array_values]
                 args[prefix + key] = annotation_value(a)
+            # Flows are given in the dump as if they were annotations.
+            if e.flow_ids:
+                args["flow_ids"] = list(e.flow_ids)
+            if e.terminating_flow_ids:
+                args["terminating_flow_ids"] = list(e.terminating_flow_ids)
             if (uses_iids or uses_incremental) and not flags & SEQ_NEEDS:
                 errors.add(where, "uses interned data or an incremental clock without "
                                   "SEQ_NEEDS_INCREMENTAL_STATE in its sequence_flags")
