@@ -4,6 +4,7 @@
 mod chrome_output;
 mod cross_thread;
 mod demo_process;
+mod family;
 mod faults;
 mod in_process;
 mod logging;

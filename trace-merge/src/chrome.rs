@@ -124,7 +124,8 @@ pub(crate) fn links(family: &[Capture], events: &[Option<Vec<Value>>]) -> Vec<Li
         });
         let action =
             by_output.or_else(|| candidates.iter().filter(fits).min_by_key(|a| distance(a))).cloned();
-        out.push(Link { child, parent, action, root });
+        let parent_tid = self::root(&family[parent], events[parent].as_ref()).tid;
+        out.push(Link { child, parent, action, root, parent_tid });
     }
     out
 }
@@ -197,7 +198,7 @@ pub(crate) fn write(
         let ppid = u64::from(parent.timings.pid);
         let (tid, ts) = match &link.action {
             Some(a) => (lane_tid(a.pid, a.tid), link.root.begin_ns.clamp(a.begin_ns, a.end_ns)),
-            None => (ppid, link.root.begin_ns),
+            None => (link.parent_tid, link.root.begin_ns),
         };
         let flow = n as u64 + 1;
         let us = |t: u64| t as f64 / 1000.0;

@@ -257,6 +257,9 @@ pub(crate) struct Link {
     pub action: Option<chrome::Action>,
     /// The child's root slice: thread and interval, in nanoseconds.
     pub root: chrome::Root,
+    /// The thread of the parent's root slice (which started the child when
+    /// no Ninja action did).
+    pub parent_tid: u64,
 }
 
 /// Writes each family of `scan` into `out_dir` (created if missing).

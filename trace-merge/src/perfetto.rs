@@ -310,7 +310,10 @@ pub(crate) fn write(family: &[Capture], links: &[Link], path: &Path) -> Result<(
         let cpid = u64::from(family[link.child].timings.pid);
         let (source, ts) = match &link.action {
             Some(a) => (parent.named_track(&a.sublane), link.root.begin_ns.clamp(a.begin_ns, a.end_ns)),
-            None => (parent.thread_track(ppid, ppid).or(parent.process_track(ppid)), link.root.begin_ns),
+            None => (
+                parent.thread_track(ppid, link.parent_tid).or(parent.process_track(ppid)),
+                link.root.begin_ns,
+            ),
         };
         let target = child.thread_track(cpid, link.root.tid).or(child.process_track(cpid));
         let (Some(source), Some(target)) = (source, target) else { continue };
