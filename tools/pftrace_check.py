@@ -27,6 +27,10 @@ schema (install them with scripts/install-perfetto.sh). For each file, and with
   non-zero and resolves to interned data given earlier on its own sequence,
   and a packet that uses interned data or an incremental clock says so with
   SEQ_NEEDS_INCREMENTAL_STATE;
+- no clock snapshot gives a machine-wide clock (MONOTONIC, BOOTTIME) a value
+  below the one an earlier snapshot in the file gave it: the trace processor
+  refuses such a snapshot (`invalid_clock_snapshots`), which is what
+  concatenating captures out of time order does;
 - every timestamp converts to CLOCK_MONOTONIC: sequence-scoped clocks through
   a clock snapshot on their own sequence, BOOTTIME through a snapshot that
   relates it to MONOTONIC;
@@ -378,6 +382,8 @@ def check_trace(data, errors):
     sequences = {}
     tracks = {}
     boot_minus_mono = None
+    # Machine-wide clocks: the latest value any snapshot gave, and where.
+    machine_clocks = {}
 
     for index, packet in enumerate(trace.packet):
         where = f"packet {index}"
@@ -417,6 +423,16 @@ def check_trace(data, errors):
             boot = readings.get(CLOCK_BOOTTIME)
             if mono is not None and boot is not None:
                 boot_minus_mono = boot.timestamp - mono.timestamp
+            for clock_id, c in readings.items():
+                if clock_id in SEQUENCE_CLOCKS:
+                    continue
+                last = machine_clocks.get(clock_id)
+                if last is not None and c.timestamp < last[0]:
+                    errors.add(where, f"snapshots machine-wide clock {clock_id} at {c.timestamp}, before "
+                                      f"{last[0]} in the snapshot of packet {last[1]}: the trace processor "
+                                      "refuses it (invalid_clock_snapshots)")
+                else:
+                    machine_clocks[clock_id] = (c.timestamp, index)
             for clock_id, c in readings.items():
                 if clock_id not in SEQUENCE_CLOCKS:
                     continue

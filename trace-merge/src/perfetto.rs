@@ -21,6 +21,7 @@ const WIRE_FIXED64: u64 = 1;
 const WIRE_LEN: u64 = 2;
 const WIRE_FIXED32: u64 = 5;
 const CLOCK_MONOTONIC: u64 = 3;
+const CLOCK_BOOTTIME: u64 = 6;
 const TYPE_INSTANT: u64 = 3;
 const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
 /// Packets are compressed in chunks of this many bytes, as the sink does.
@@ -47,9 +48,15 @@ fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
 
 /// The fields of one message, or `None` where the bytes are not a message.
 fn fields(buf: &[u8]) -> Option<Vec<(u64, Wire<'_>)>> {
+    Some(raw_fields(buf)?.into_iter().map(|(f, w, _)| (f, w)).collect())
+}
+
+/// Like [`fields`], with each field's bytes (key included) in `buf`.
+fn raw_fields(buf: &[u8]) -> Option<Vec<(u64, Wire<'_>, std::ops::Range<usize>)>> {
     let mut out = Vec::new();
     let mut pos = 0;
     while pos < buf.len() {
+        let start = pos;
         let key = varint(buf, &mut pos)?;
         let value = match key & 7 {
             WIRE_VARINT => Wire::Varint(varint(buf, &mut pos)?),
@@ -72,7 +79,7 @@ fn fields(buf: &[u8]) -> Option<Vec<(u64, Wire<'_>)>> {
         if pos > buf.len() {
             return None;
         }
-        out.push((key >> 3, value));
+        out.push((key >> 3, value, start..pos));
     }
     Some(out)
 }
@@ -150,20 +157,70 @@ fn packets(trace: &[u8], input: &mut Input, outer: bool) -> Option<()> {
     Some(())
 }
 
-fn monotonic(snapshot: &[u8]) -> Option<u64> {
+/// A clock's id and timestamp in a `ClockSnapshot.Clock`.
+fn clock(clock: &[u8]) -> Option<(Option<u64>, Option<u64>)> {
+    let mut id = None;
+    let mut ts = None;
+    for (f, v) in fields(clock)? {
+        match (f, v) {
+            (1, Wire::Varint(v)) => id = Some(v),
+            (2, Wire::Varint(v)) => ts = Some(v),
+            _ => {}
+        }
+    }
+    Some((id, ts))
+}
+
+fn reading(snapshot: &[u8], wanted: u64) -> Option<u64> {
     fields(snapshot)?.into_iter().find_map(|(f, v)| {
-        let (1, Wire::Bytes(clock)) = (f, v) else { return None };
-        let mut id = None;
-        let mut ts = None;
-        for (f, v) in fields(clock)? {
+        let (1, Wire::Bytes(c)) = (f, v) else { return None };
+        let (id, ts) = clock(c)?;
+        (id == Some(wanted)).then_some(ts).flatten()
+    })
+}
+
+fn monotonic(snapshot: &[u8]) -> Option<u64> {
+    reading(snapshot, CLOCK_MONOTONIC)
+}
+
+/// The lead of BOOTTIME over MONOTONIC in `packet`'s snapshot.
+fn boot_lead(packet: &[u8]) -> Option<u64> {
+    fields(packet)?.into_iter().find_map(|(f, v)| {
+        let (6, Wire::Bytes(snapshot)) = (f, v) else { return None };
+        reading(snapshot, CLOCK_BOOTTIME)?.checked_sub(monotonic(snapshot)?)
+    })
+}
+
+/// `packet` with the BOOTTIME of its snapshot set to MONOTONIC + `lead`;
+/// every other byte as it was.
+fn with_boot_lead(packet: &[u8], lead: u64) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(packet.len() + 4);
+    for (f, v, range) in raw_fields(packet)? {
+        let (6, Wire::Bytes(snapshot)) = (f, v) else {
+            out.extend_from_slice(&packet[range]);
+            continue;
+        };
+        let mono = monotonic(snapshot)?;
+        let mut snap = Vec::with_capacity(snapshot.len() + 4);
+        for (f, v, range) in raw_fields(snapshot)? {
             match (f, v) {
-                (1, Wire::Varint(v)) => id = Some(v),
-                (2, Wire::Varint(v)) => ts = Some(v),
-                _ => {}
+                (1, Wire::Bytes(c)) if clock(c)?.0 == Some(CLOCK_BOOTTIME) => {
+                    let mut c2 = Vec::with_capacity(c.len() + 2);
+                    for (f, _, r) in raw_fields(c)? {
+                        if f != 2 {
+                            c2.extend_from_slice(&c[r]);
+                        }
+                    }
+                    put_varint(&mut c2, 2 << 3 | WIRE_VARINT);
+                    put_varint(&mut c2, mono + lead);
+                    put_len(&mut snap, 1, &c2);
+                }
+                _ => snap.extend_from_slice(&snapshot[range]),
             }
         }
-        (id == Some(CLOCK_MONOTONIC)).then_some(ts).flatten()
-    })
+        put_len(&mut out, 6, &snap);
+    }
+    Some(out)
 }
 
 fn track(desc: &[u8]) -> Option<Track> {
@@ -291,8 +348,16 @@ pub(crate) fn write(family: &[Capture], links: &[Link], path: &Path) -> Result<(
         .filter_map(|p| p.snapshot_ns.map(|t| (t, p)))
         .collect();
     firsts.sort_by_key(|(t, _)| *t);
+    // BOOTTIME runs ahead of MONOTONIC by the time the machine spent
+    // suspended: one lead for the whole family (the earliest snapshot's), so
+    // that the jitter of each sequence's reading of it (a few hundred ns)
+    // cannot make BOOTTIME go back where MONOTONIC goes forward.
+    let lead = firsts.first().and_then(|(_, p)| boot_lead(&p.bytes));
     for (_, p) in &firsts {
-        out.packet(&p.bytes).map_err(err)?;
+        match lead.and_then(|lead| with_boot_lead(&p.bytes, lead)) {
+            Some(bytes) => out.packet(&bytes).map_err(err)?,
+            None => out.packet(&p.bytes).map_err(err)?,
+        }
     }
     for input in inputs.iter().flatten() {
         for p in input.packets.iter().filter(|p| p.snapshot_ns.is_none()) {
