@@ -474,4 +474,46 @@ mod tests {
         let e = Config::from_lookup("CABIN", &["chrome"], lookup(&[("CABIN_TRACE_DIR", "")])).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Directory);
     }
+
+    const PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    #[test]
+    fn a_child_joins_its_parents_directory_only_when_the_parent_asks() {
+        let asked = [("TRACEPARENT", PARENT), ("CABIN_TRACE_PARENT", "1\tbuild-1-2-3\t/tmp/traces")];
+        let c = Config::from_lookup("KACHE", &["chrome"], lookup(&asked)).unwrap().expect("joins");
+        assert_eq!(c.dir(), std::path::Path::new("/tmp/traces"));
+        assert_eq!(c.family().trace_id_hex(), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(c.family().parent_span_id_hex().as_deref(), Some("b7ad6b7169203331"));
+        assert_eq!(c.family().parent_stem.as_deref(), Some("build-1-2-3"));
+        assert!(c.family().children, "the flag is passed on");
+        let not_asked = [("TRACEPARENT", PARENT), ("CABIN_TRACE_PARENT", "0\tbuild-1-2-3\t/tmp/traces")];
+        assert!(Config::from_lookup("KACHE", &["chrome"], lookup(&not_asked)).unwrap().is_none());
+        let own = [("KACHE_TRACE_DIR", "/tmp/own"), not_asked[0], not_asked[1]];
+        let c = Config::from_lookup("KACHE", &["chrome"], lookup(&own)).unwrap().expect("its own directory");
+        assert_eq!((c.dir(), c.family().parent_stem.is_some()), (std::path::Path::new("/tmp/own"), true));
+    }
+
+    #[test]
+    fn the_children_flag_is_1_or_0_and_anything_else_names_the_variable() {
+        for (value, children) in [("1", true), ("0", false)] {
+            let vars = [("CABIN_TRACE_DIR", "out"), ("CABIN_TRACE_CHILDREN", value)];
+            let c = Config::from_lookup("CABIN", &["chrome"], lookup(&vars)).unwrap().unwrap();
+            assert_eq!(c.family().children, children);
+        }
+        let vars = [("CABIN_TRACE_DIR", "out"), ("CABIN_TRACE_CHILDREN", "true")];
+        let e = Config::from_lookup("CABIN", &["chrome"], lookup(&vars)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Children);
+        assert!(e.to_string().starts_with("CABIN_TRACE_CHILDREN=`true`: expected 1"), "{e}");
+    }
+
+    #[test]
+    fn a_malformed_context_is_a_warning_and_a_fresh_family() {
+        let vars =
+            [("CABIN_TRACE_DIR", "out"), ("TRACEPARENT", "00-zz-01"), ("CABIN_TRACE_PARENT", "2\tx\ty")];
+        let c = Config::from_lookup("CABIN", &["chrome"], lookup(&vars)).unwrap().unwrap();
+        assert_eq!(c.warnings().len(), 2, "{:?}", c.warnings());
+        assert!(c.warnings()[0].starts_with("warning: TRACEPARENT=\"00-zz-01\" is ignored"));
+        assert!(c.warnings()[1].starts_with("warning: CABIN_TRACE_PARENT="));
+        assert!(c.family().parent_span_id.is_none() && c.family().trace_id != [0; 16]);
+    }
 }

@@ -294,3 +294,21 @@ pub fn merge(scan: &Scan, out_dir: &Path) -> Result<Vec<Merged>, MergeError> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capture_with_only_partial_files_is_named_and_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        for suffix in [".pftrace.partial", ".trace.json.partial", ".timings.json.partial"] {
+            std::fs::write(dir.path().join(format!("ccwrap-1-2-3{suffix}")), b"").unwrap();
+        }
+        std::fs::write(dir.path().join("family-x.trace.json"), b"[]").unwrap();
+        let scan = scan(&[dir.path().to_path_buf()]).unwrap();
+        assert!(scan.families.is_empty());
+        assert_eq!(scan.incomplete.len(), 1, "{:?}", scan.incomplete);
+        assert!(scan.incomplete[0].contains("ccwrap-1-2-3") && scan.incomplete[0].contains("killed"));
+    }
+}

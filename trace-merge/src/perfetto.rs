@@ -395,3 +395,61 @@ pub(crate) fn write(family: &[Capture], links: &[Link], path: &Path) -> Result<(
     out.flush_chunk().map_err(err)?;
     out.w.flush().map_err(err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock_msg(id: u64, ts: u64) -> Vec<u8> {
+        let mut c = Vec::new();
+        put_varint(&mut c, 1 << 3 | WIRE_VARINT);
+        put_varint(&mut c, id);
+        put_varint(&mut c, 2 << 3 | WIRE_VARINT);
+        put_varint(&mut c, ts);
+        c
+    }
+
+    #[test]
+    fn a_snapshot_gets_the_familys_boottime_lead_and_keeps_everything_else() {
+        let mut snap = Vec::new();
+        put_len(&mut snap, 1, &clock_msg(CLOCK_BOOTTIME, 1_000_777));
+        put_len(&mut snap, 1, &clock_msg(CLOCK_MONOTONIC, 1_000_000));
+        let mut packet = Vec::new();
+        put_len(&mut packet, 6, &snap);
+        put_varint(&mut packet, 10 << 3 | WIRE_VARINT);
+        put_varint(&mut packet, 42);
+        assert_eq!(boot_lead(&packet), Some(777));
+        let fixed = with_boot_lead(&packet, 500).unwrap();
+        assert_eq!(boot_lead(&fixed), Some(500));
+        let seq = fields(&fixed).unwrap().into_iter().find_map(|(f, v)| match (f, v) {
+            (10, Wire::Varint(s)) => Some(s),
+            _ => None,
+        });
+        assert_eq!(seq, Some(42));
+    }
+
+    #[test]
+    fn a_flow_instant_carries_one_unpacked_fixed64_flow_id() {
+        let p = flow_packet(7, 123, 99, "start", 47, 0xdead_beef, true);
+        let event = fields(&p)
+            .unwrap()
+            .into_iter()
+            .find_map(|(f, v)| match (f, v) {
+                (11, Wire::Bytes(e)) => Some(e.to_vec()),
+                _ => None,
+            })
+            .unwrap();
+        let raw = raw_fields(&event).unwrap();
+        let flows: Vec<_> = raw.iter().filter(|(f, _, _)| *f == 47).collect();
+        assert_eq!(flows.len(), 1);
+        let r = flows[0].2.clone();
+        assert_eq!(event[r.start], (47 << 3 | WIRE_FIXED64) as u8 | 0x80, "key of a fixed64, unpacked");
+        assert_eq!(&event[r.end - 8..r.end], &0xdead_beefu64.to_le_bytes());
+    }
+
+    #[test]
+    fn bytes_that_are_not_protobuf_are_refused() {
+        assert!(fields(&[0x0a, 0x05, 1]).is_none(), "a length past the end");
+        assert!(fields(&[0x0f]).is_none(), "an unknown wire type");
+    }
+}
