@@ -149,7 +149,7 @@ fn a_missing_or_non_numeric_version_is_refused() {
 #[test]
 fn unknown_fields_are_ignored_by_the_reader() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_with_version(dir.path(), "1, \"from_the_future\": {\"x\": 1}");
+    let path = write_with_version(dir.path(), "2, \"from_the_future\": {\"x\": 1}");
     let t = Timings::from_path(&path).unwrap();
     assert_eq!(t.format_version, 2);
 }
