@@ -174,6 +174,7 @@ impl Fed {
             start_ns: START_NS,
             startup_us: None,
             filter: "info",
+            ..Default::default()
         };
         let sinks = which
             .sinks()

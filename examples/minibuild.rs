@@ -3,8 +3,13 @@
 //! under capture when `CABIN_TRACE_DIR` is set.
 //!
 //! ```text
-//! cargo run --release --example minibuild -- [DIR]
+//! cargo run --release --example minibuild -- [--cc-wrapper PATH] [DIR]
 //! ```
+//!
+//! With `--cc-wrapper PATH` (or `MINIBUILD_CC_WRAPPER=PATH`), every compile
+//! runs as `PATH <compiler> <arguments>`, e.g. through the `ccwrap` example;
+//! links and the archive do not. With `CABIN_TRACE_CHILDREN=1` as well, each
+//! wrapper captures itself into the same directory, in minibuild's family.
 //!
 //! DIR is created if missing (a new temporary directory when not given). A
 //! second run in the same DIR is a no-op build: Ninja runs no action, and the
@@ -35,12 +40,16 @@ const FILES: &[(&str, &str)] = &[
     ),
 ];
 
-fn build_ninja(cc: &str) -> String {
+fn build_ninja(cc: &str, wrapper: Option<&Path>) -> String {
+    let compile = match wrapper {
+        Some(w) => format!("{} $cc", w.display()),
+        None => "$cc".to_string(),
+    };
     format!(
         "# Written by the minibuild example.\n\
          cc = {cc}\n\
          cflags = -O1 -Iinclude\n\
-         rule cc\n  command = $cc $cflags -MMD -MF $out.d -c $in -o $out\n  depfile = $out.d\n  deps = gcc\n  description = CC $out\n\
+         rule cc\n  command = {compile} $cflags -MMD -MF $out.d -c $in -o $out\n  depfile = $out.d\n  deps = gcc\n  description = CC $out\n\
          rule ar\n  command = rm -f $out && ar crs $out $in\n  description = AR $out\n\
          rule link\n  command = $cc $in -o $out\n  description = LINK $out\n\
          build obj/add.o: cc src/add.c\n\
@@ -94,13 +103,13 @@ fn find_ninja() -> Result<PathBuf, String> {
     })
 }
 
-fn configure(dir: &Path, cc: &str) -> Result<usize, String> {
+fn configure(dir: &Path, cc: &str, wrapper: Option<&Path>) -> Result<usize, String> {
     let _phase = info_span!("configure", files = FILES.len() as u64 + 1).entered();
     let mut changed = 0;
     for (name, contents) in FILES {
         changed += usize::from(write_if_changed(&dir.join(name), contents)?);
     }
-    changed += usize::from(write_if_changed(&dir.join("build.ninja"), &build_ninja(cc))?);
+    changed += usize::from(write_if_changed(&dir.join("build.ninja"), &build_ninja(cc, wrapper))?);
     Ok(changed)
 }
 
@@ -129,21 +138,37 @@ fn test(dir: &Path) -> Result<String, String> {
     Ok(format!("test: {}", String::from_utf8_lossy(&out.stdout).trim()))
 }
 
-fn minibuild(dir: &Path) -> Result<String, String> {
+fn minibuild(dir: &Path, wrapper: Option<&Path>) -> Result<String, String> {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     let ninja = {
         let _s = info_span!("find_ninja").entered();
         find_ninja()?
     };
-    let changed = configure(dir, &cc)?;
+    let changed = configure(dir, &cc, wrapper)?;
     let built = build(dir, &ninja)?;
     let tested = test(dir)?;
     Ok(format!("configure: {changed} files written\n{built}\n{tested}\n"))
 }
 
 fn main() -> ExitCode {
-    let dir = match std::env::args_os().nth(1) {
-        Some(d) => PathBuf::from(d),
+    let mut wrapper = std::env::var_os("MINIBUILD_CC_WRAPPER").map(PathBuf::from);
+    let mut dir = None;
+    let mut args = std::env::args_os().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--cc-wrapper" {
+            match args.next() {
+                Some(w) => wrapper = Some(PathBuf::from(w)),
+                None => {
+                    eprintln!("error: --cc-wrapper needs a path");
+                    return ExitCode::from(2);
+                }
+            }
+        } else {
+            dir = Some(PathBuf::from(a));
+        }
+    }
+    let dir = match dir {
+        Some(d) => d,
         None => {
             let base = std::env::temp_dir().join(format!("minibuild-{}", std::process::id()));
             eprintln!("minibuild: building in {}", base.display());
@@ -164,7 +189,8 @@ fn main() -> ExitCode {
     if !capture.is_enabled() {
         eprintln!("minibuild: capture is off; set CABIN_TRACE_DIR=<dir> to write a trace of this build");
     }
-    let (result, report) = match capture.run_with_report("minibuild", || minibuild(&dir)) {
+    let (result, report) = match capture.run_with_report("minibuild", || minibuild(&dir, wrapper.as_deref()))
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

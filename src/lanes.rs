@@ -80,7 +80,9 @@ fn usage_fields(usage: &ChildUsage) -> [Field<'static>; 3] {
 /// as seen here, which is reported as the alignment uncertainty.
 ///
 /// The command's standard streams are whatever `cmd` says (inherited by
-/// default). Fails only if Ninja cannot be started or waited for.
+/// default). Ninja and its actions get the capture's context in their
+/// environment, as [`crate::command`] sets it. Fails only if Ninja cannot be
+/// started or waited for.
 ///
 /// ```no_run
 /// let mut ninja = std::process::Command::new("ninja");
@@ -100,6 +102,7 @@ pub fn run_ninja(cmd: &mut Command, log: impl AsRef<Path>) -> io::Result<NinjaRu
         max_rss_kib = tracing::field::Empty,
     )
     .entered();
+    crate::command(cmd);
     let snapshot = Snapshot::take(log);
     let spawned = Instant::now();
     let (status, usage) = wait_and_report(cmd.spawn()?)?;
@@ -183,6 +186,9 @@ pub fn run_ninja(cmd: &mut Command, log: impl AsRef<Path>) -> io::Result<NinjaRu
 /// Its standard input is closed and its standard output and error are
 /// captured, whatever `cmd` set for them.
 ///
+/// The executable gets the capture's context in its environment, as
+/// [`crate::command`] sets it.
+///
 /// ```no_run
 /// let out = cabin_trace::run_test(&mut std::process::Command::new("build/unit_tests"))?;
 /// assert!(out.status.success());
@@ -194,6 +200,7 @@ pub fn run_test(cmd: &mut Command) -> io::Result<Output> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| cmd.get_program().to_string_lossy().into_owned());
     let _span = tracing::info_span!(target: "cabin_trace", "run_test", test = %name).entered();
+    crate::command(cmd);
     let handle = trace_core::current();
     let begin_ns = handle.as_ref().map(|h| h.now_ns());
     let (output, usage) = output_with_usage(cmd)?;

@@ -53,6 +53,8 @@
 //! | `CABIN_TRACE_DIR` | turns capture on; the directory is created if missing |
 //! | `CABIN_TRACE_FILTER` | `Targets` directives, e.g. `info,cabin_resolver=debug`; default `info` |
 //! | `CABIN_TRACE_FORMAT` | comma list of `chrome`, `perfetto`, `otlp`; default `chrome,perfetto`. The summary is always written |
+//! | `CABIN_TRACE_CHILDREN` | `1`: children started through [`command`], [`run_ninja`] or [`run_test`] that use these crates (under any prefix) capture themselves into this directory, in this capture's family; `0` (default): only those whose own `<P>_TRACE_DIR` is set. See docs/family.md |
+//! | `TRACEPARENT`, `CABIN_TRACE_PARENT` | set on children by [`command`]; read at the start of a capture (a malformed value is a one-line warning and ignored) |
 //! | `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES` | with `otlp`: the resource of the OTLP file (see [`trace_sink_otlp`]); a malformed value is a warning, and the file is written without it |
 //!
 //! Another tool uses its own prefix: `Capture::from_env("KACHE")` reads
@@ -89,8 +91,8 @@ use tracing_subscriber::{Layer, Registry};
 pub use lanes::{run_ninja, run_test, wait_child, NinjaRun, NINJA_LANE, TESTS_LANE};
 pub use ninja_log;
 pub use trace_core::{
-    bind, current, spawn, ChildUsage, Config, ConfigError, ErrorKind, FileStatus, Handle, Report, Session,
-    Sink,
+    bind, current, spawn, ChildUsage, Config, ConfigError, ErrorKind, Family, FileStatus, Handle, Report,
+    Session, Sink, PARENT_VAR, TRACEPARENT_VAR,
 };
 pub use trace_summary::Timings;
 
@@ -177,6 +179,11 @@ impl Capture {
                 eprintln!("warning: {e}; the OTLP trace is written without these resource attributes");
                 trace_sink_otlp::OtlpSink::new()
             });
+            let family = config.family();
+            let sink = sink.with_context(trace_sink_otlp::TraceContext {
+                trace_id: family.trace_id,
+                parent_span_id: family.parent_span_id,
+            });
             sinks.push(Box::new(sink));
         }
         // The summary goes last: it reports whether the others' files are complete.
@@ -210,6 +217,9 @@ impl Capture {
             };
             return Ok((value, None));
         };
+        for warning in config.warnings() {
+            eprintln!("{warning}");
+        }
         let sinks = Self::sinks(&config);
         let session = match tool {
             Some(tool) => Session::start_forwarding(&config, command, sinks, Some(tool))?,
@@ -222,6 +232,29 @@ impl Capture {
         }
         Ok((value, Some(report)))
     }
+}
+
+/// Prepares `cmd` to start a child of the current capture (if any): sets on
+/// it, with `Command::env`, `TRACEPARENT` (the family's trace id and the id
+/// of the calling thread's current span) and `CABIN_TRACE_PARENT` (the
+/// capture's directory and stem, and whether children join). A child that
+/// uses these crates, under any prefix, then captures itself into the same
+/// directory and family when its own `<P>_TRACE_DIR` is set, or when this
+/// capture was started with `<P>_TRACE_CHILDREN=1`. Without a capture, `cmd`
+/// is left as it is. The process's own environment is never changed.
+///
+/// ```
+/// let mut cc = std::process::Command::new("cc");
+/// cabin_trace::command(&mut cc).arg("--version");
+/// assert_eq!(cc.get_envs().count(), 0, "no capture runs here");
+/// ```
+pub fn command(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    if let Some(handle) = trace_core::current() {
+        for (name, value) in handle.child_env() {
+            cmd.env(name, value);
+        }
+    }
+    cmd
 }
 
 /// Runs `command` under capture configured by `CABIN_TRACE_*`.

@@ -27,6 +27,10 @@ schema (install them with scripts/install-perfetto.sh). For each file, and with
   non-zero and resolves to interned data given earlier on its own sequence,
   and a packet that uses interned data or an incremental clock says so with
   SEQ_NEEDS_INCREMENTAL_STATE;
+- no clock snapshot gives a machine-wide clock (MONOTONIC, BOOTTIME) a value
+  below the one an earlier snapshot in the file gave it: the trace processor
+  refuses such a snapshot (`invalid_clock_snapshots`), which is what
+  concatenating captures out of time order does;
 - every timestamp converts to CLOCK_MONOTONIC: sequence-scoped clocks through
   a clock snapshot on their own sequence, BOOTTIME through a snapshot that
   relates it to MONOTONIC;
@@ -47,7 +51,9 @@ on stdout:
   {"kind": "counter", "pid": .., "track": .., "unit": .., "ts_ns": .., "value": ..}
 Thread tracks carry pid, tid and thread; process tracks pid and process;
 external lanes carry "lane" (the parent track's name) instead; counter tracks
-the pid of their parent process. Times are CLOCK_MONOTONIC nanoseconds. With
+the pid of their parent process. A track event's `flow_ids` and
+`terminating_flow_ids` are in its args under those names. Times are
+CLOCK_MONOTONIC nanoseconds. With
 --concat only the concatenation is dumped.
 
 --inflate OUT writes the trace with every compressed packet replaced by the
@@ -376,6 +382,8 @@ def check_trace(data, errors):
     sequences = {}
     tracks = {}
     boot_minus_mono = None
+    # Machine-wide clocks: the latest value any snapshot gave, and where.
+    machine_clocks = {}
 
     for index, packet in enumerate(trace.packet):
         where = f"packet {index}"
@@ -415,6 +423,16 @@ def check_trace(data, errors):
             boot = readings.get(CLOCK_BOOTTIME)
             if mono is not None and boot is not None:
                 boot_minus_mono = boot.timestamp - mono.timestamp
+            for clock_id, c in readings.items():
+                if clock_id in SEQUENCE_CLOCKS:
+                    continue
+                last = machine_clocks.get(clock_id)
+                if last is not None and c.timestamp < last[0]:
+                    errors.add(where, f"snapshots machine-wide clock {clock_id} at {c.timestamp}, before "
+                                      f"{last[0]} in the snapshot of packet {last[1]}: the trace processor "
+                                      "refuses it (invalid_clock_snapshots)")
+                else:
+                    machine_clocks[clock_id] = (c.timestamp, index)
             for clock_id, c in readings.items():
                 if clock_id not in SEQUENCE_CLOCKS:
                     continue
@@ -502,6 +520,11 @@ def check_trace(data, errors):
                 pending += [(d, f"{prefix}{key}.") for d in a.dict_entries]
                 pending += [(v, f"{prefix}{key}.") for v in a.array_values]
                 args[prefix + key] = annotation_value(a)
+            # Flows are given in the dump as if they were annotations.
+            if e.flow_ids:
+                args["flow_ids"] = list(e.flow_ids)
+            if e.terminating_flow_ids:
+                args["terminating_flow_ids"] = list(e.terminating_flow_ids)
             if (uses_iids or uses_incremental) and not flags & SEQ_NEEDS:
                 errors.add(where, "uses interned data or an incremental clock without "
                                   "SEQ_NEEDS_INCREMENTAL_STATE in its sequence_flags")

@@ -5,6 +5,8 @@
 //! - `compare` compares two sides (a `samples.json`, `timings.json` files, a
 //!   hyperfine export) metric by metric;
 //! - `summarize` prints the top phases of `timings.json` files;
+//! - `merge` writes one trace per family of captures (a tool and the tools
+//!   it ran; the `trace-merge` crate);
 //! - `export` sends OTLP files to a collector over OTLP/HTTP, or (`export
 //!   metrics`) turns summaries into an OTLP metrics file (the
 //!   `trace-export-otlp` crate).
@@ -21,6 +23,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod compare;
 mod export;
+mod merge;
 mod summarize;
 
 /// Did a change make a command faster or slower: measure it (`bench`), decide
@@ -38,6 +41,8 @@ enum Command {
     Bench(bench::Args),
     Compare(compare::Args),
     Summarize(summarize::Args),
+    /// Merge the captures of a tool and the tools it ran into one trace.
+    Merge(merge::Args),
     /// Send OTLP files (and summaries as metrics) to an OpenTelemetry
     /// collector, or write summaries as OTLP metrics (`export metrics`).
     Export(trace_export_otlp::ExportArgs),
@@ -52,6 +57,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Summarize(a) => summarize::run(a),
+        Command::Merge(a) => merge::run(a),
         Command::Export(a) => return export::run(&a),
     };
     match result {

@@ -6,6 +6,7 @@ mod chrome_output;
 #[cfg(unix)]
 mod cross_thread;
 mod demo_process;
+mod family;
 mod faults;
 mod in_process;
 mod logging;

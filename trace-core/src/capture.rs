@@ -33,6 +33,10 @@ pub(crate) struct Core {
     pub lane_tracks: Mutex<Vec<(String, Vec<u64>)>>,
     /// The children the command's helpers waited for ([`crate::Handle::child_exited`]).
     pub children: crate::os::ChildTotals,
+    /// The capture's family, directory and stem, for its children's environment.
+    pub family: crate::family::Family,
+    pub dir: std::path::PathBuf,
+    pub stem: String,
 }
 
 impl Core {

@@ -7,6 +7,7 @@ use std::str::FromStr;
 
 use tracing_subscriber::filter::Targets;
 
+use crate::family::{Family, Inherited, PARENT_VAR};
 use crate::filter;
 
 /// The filter used when `<P>_TRACE_FILTER` is unset.
@@ -25,12 +26,18 @@ pub struct Config {
     filter_text: String,
     formats: Vec<String>,
     memory_budget: usize,
+    family: Family,
+    warnings: Vec<String>,
 }
 
 impl Config {
     /// Reads `<prefix>_TRACE_DIR`, `<prefix>_TRACE_FILTER` and `<prefix>_TRACE_FORMAT`.
     ///
-    /// Returns `Ok(None)` when `<prefix>_TRACE_DIR` is unset: capture is off.
+    /// Returns `Ok(None)` when `<prefix>_TRACE_DIR` is unset: capture is off,
+    /// unless the process was started by a capture that asked its children
+    /// to join (`CABIN_TRACE_PARENT` with the children flag `1`): then the
+    /// capture writes into the parent's directory. `<prefix>_TRACE_CHILDREN`
+    /// (`1` or `0`) says whether this capture's own children join it.
     /// `known_formats` lists the sink names the caller can build; the default
     /// format list is all of them.
     ///
@@ -91,10 +98,35 @@ impl Config {
         let dir_var = format!("{prefix}_TRACE_DIR");
         let filter_var = format!("{prefix}_TRACE_FILTER");
         let format_var = format!("{prefix}_TRACE_FORMAT");
+        let children_var = format!("{prefix}_TRACE_CHILDREN");
 
-        let Some(dir) = lookup(&dir_var) else {
-            return Ok(None);
+        // A child joins its parent's capture when its own directory is set,
+        // or when the parent asked every child to join.
+        let own_dir = lookup(&dir_var);
+        let inherited = if own_dir.is_some() || lookup(PARENT_VAR).is_some() {
+            Inherited::read(&lookup)
+        } else {
+            Inherited::default()
         };
+        let dir = match (own_dir, &inherited.parent) {
+            (Some(dir), _) => dir,
+            (None, Some((true, _, parent_dir))) => parent_dir.clone().into_os_string(),
+            (None, _) => return Ok(None),
+        };
+        let children =
+            match lookup(&children_var) {
+                None => None,
+                Some(raw) => match utf8(&children_var, raw, ErrorKind::Children)?.as_str() {
+                    "1" => Some(true),
+                    "0" => Some(false),
+                    other => return Err(ConfigError::new(
+                        children_var,
+                        other.to_string(),
+                        ErrorKind::Children,
+                        "expected 1 (children started through cabin_trace::command join this capture) or 0",
+                    )),
+                },
+            };
         if dir.is_empty() {
             return Err(ConfigError::new(
                 dir_var,
@@ -153,6 +185,8 @@ impl Config {
             filter_text,
             formats,
             memory_budget: crate::buffer::DEFAULT_BUDGET,
+            family: inherited.family(children),
+            warnings: inherited.warnings,
         }))
     }
 
@@ -189,6 +223,25 @@ impl Config {
     pub fn with_memory_budget(mut self, bytes: usize) -> Config {
         self.memory_budget = bytes;
         self
+    }
+
+    /// The family this capture belongs to: its trace id (inherited from a
+    /// well-formed `TRACEPARENT`, or fresh), its parent, and whether its
+    /// children join it.
+    pub fn family(&self) -> &Family {
+        &self.family
+    }
+
+    /// The same configuration in `family`.
+    pub fn with_family(mut self, family: Family) -> Config {
+        self.family = family;
+        self
+    }
+
+    /// One line per inherited variable that was malformed and ignored
+    /// (`TRACEPARENT`, `CABIN_TRACE_PARENT`), ready for stderr.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The selected sink names, in the order given, without duplicates.
@@ -246,6 +299,8 @@ pub enum ErrorKind {
     Filter,
     /// `<P>_TRACE_FORMAT`: an unknown or empty format.
     Format,
+    /// `<P>_TRACE_CHILDREN`: neither `1` nor `0`.
+    Children,
 }
 
 /// A configuration the capture refuses, naming the variable, its value and what
@@ -418,5 +473,47 @@ mod tests {
     fn an_empty_directory_value_is_refused() {
         let e = Config::from_lookup("CABIN", &["chrome"], lookup(&[("CABIN_TRACE_DIR", "")])).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Directory);
+    }
+
+    const PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    #[test]
+    fn a_child_joins_its_parents_directory_only_when_the_parent_asks() {
+        let asked = [("TRACEPARENT", PARENT), ("CABIN_TRACE_PARENT", "1\tbuild-1-2-3\t/tmp/traces")];
+        let c = Config::from_lookup("KACHE", &["chrome"], lookup(&asked)).unwrap().expect("joins");
+        assert_eq!(c.dir(), std::path::Path::new("/tmp/traces"));
+        assert_eq!(c.family().trace_id_hex(), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(c.family().parent_span_id_hex().as_deref(), Some("b7ad6b7169203331"));
+        assert_eq!(c.family().parent_stem.as_deref(), Some("build-1-2-3"));
+        assert!(c.family().children, "the flag is passed on");
+        let not_asked = [("TRACEPARENT", PARENT), ("CABIN_TRACE_PARENT", "0\tbuild-1-2-3\t/tmp/traces")];
+        assert!(Config::from_lookup("KACHE", &["chrome"], lookup(&not_asked)).unwrap().is_none());
+        let own = [("KACHE_TRACE_DIR", "/tmp/own"), not_asked[0], not_asked[1]];
+        let c = Config::from_lookup("KACHE", &["chrome"], lookup(&own)).unwrap().expect("its own directory");
+        assert_eq!((c.dir(), c.family().parent_stem.is_some()), (std::path::Path::new("/tmp/own"), true));
+    }
+
+    #[test]
+    fn the_children_flag_is_1_or_0_and_anything_else_names_the_variable() {
+        for (value, children) in [("1", true), ("0", false)] {
+            let vars = [("CABIN_TRACE_DIR", "out"), ("CABIN_TRACE_CHILDREN", value)];
+            let c = Config::from_lookup("CABIN", &["chrome"], lookup(&vars)).unwrap().unwrap();
+            assert_eq!(c.family().children, children);
+        }
+        let vars = [("CABIN_TRACE_DIR", "out"), ("CABIN_TRACE_CHILDREN", "true")];
+        let e = Config::from_lookup("CABIN", &["chrome"], lookup(&vars)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Children);
+        assert!(e.to_string().starts_with("CABIN_TRACE_CHILDREN=`true`: expected 1"), "{e}");
+    }
+
+    #[test]
+    fn a_malformed_context_is_a_warning_and_a_fresh_family() {
+        let vars =
+            [("CABIN_TRACE_DIR", "out"), ("TRACEPARENT", "00-zz-01"), ("CABIN_TRACE_PARENT", "2\tx\ty")];
+        let c = Config::from_lookup("CABIN", &["chrome"], lookup(&vars)).unwrap().unwrap();
+        assert_eq!(c.warnings().len(), 2, "{:?}", c.warnings());
+        assert!(c.warnings()[0].starts_with("warning: TRACEPARENT=\"00-zz-01\" is ignored"));
+        assert!(c.warnings()[1].starts_with("warning: CABIN_TRACE_PARENT="));
+        assert!(c.family().parent_span_id.is_none() && c.family().trace_id != [0; 16]);
     }
 }

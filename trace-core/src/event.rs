@@ -9,6 +9,8 @@
 
 use std::path::PathBuf;
 
+use crate::family::Family;
+
 pub use tracing_core::Level;
 
 /// An operating-system thread id (the `tid` Perfetto and `ps` show).
@@ -168,7 +170,10 @@ pub enum Event<'a> {
 }
 
 /// Facts about the capture, given to each sink before the first event.
-#[derive(Clone, Debug)]
+///
+/// Build one with `..Start::default()` for the fields a caller does not set, so
+/// that a field added later does not break it.
+#[derive(Clone, Debug, Default)]
 pub struct Start<'a> {
     /// The command being captured, e.g. `build`.
     pub command: &'a str,
@@ -187,6 +192,8 @@ pub struct Start<'a> {
     pub startup_us: Option<u64>,
     /// The filter in force, as text.
     pub filter: &'a str,
+    /// The capture's family (trace id, parent span and stem), when known.
+    pub family: Option<&'a Family>,
 }
 
 /// What a figure counts from: the tool's image (its exec), or the creation of

@@ -80,6 +80,8 @@
 //! | `<P>_TRACE_DIR` | turns capture on and names the output directory (created if missing) |
 //! | `<P>_TRACE_FILTER` | `tracing-subscriber` `Targets` directives; default `info` |
 //! | `<P>_TRACE_FORMAT` | comma list of the sinks to write; default all the caller knows |
+//! | `<P>_TRACE_CHILDREN` | `1`: children started with [`Handle::child_env`] capture themselves into this capture's directory even without their own `<P>_TRACE_DIR`; `0` (default): only those whose own directory is set |
+//! | `TRACEPARENT`, `CABIN_TRACE_PARENT` | set on children by [`Handle::child_env`]: the family's trace id and parent span (W3C trace context), and the parent capture's directory and stem; read under every prefix. A malformed value is ignored with a warning ([`Config::warnings`]) |
 //!
 //! # What it does not do
 //!
@@ -97,6 +99,7 @@ mod capture;
 mod clock;
 mod config;
 mod event;
+mod family;
 mod filter;
 mod layer;
 pub mod os;
@@ -112,6 +115,7 @@ pub use config::{Config, ConfigError, ErrorKind, DEFAULT_FILTER};
 pub use event::{
     Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Resources, Since, Site, Start, Tid, Value,
 };
+pub use family::{parse_traceparent, Family, TraceId, PARENT_VAR, TRACEPARENT_VAR};
 pub use layer::CaptureLayer;
 pub use os::ChildUsage;
 pub use session::{bind, current, new_stem, spawn, Handle, Report, Session, PARTIAL_SUFFIX};

@@ -18,6 +18,7 @@ use crate::buffer::{Handoff, Msg, Threads};
 use crate::capture::{Core, ROOT_TARGET};
 use crate::config::{Config, ConfigError, ErrorKind};
 use crate::event::{Field, FileStatus, LaneReport, LaneSlice};
+use crate::family::{self, Family};
 use crate::layer::{CaptureFilter, CaptureLayer, HideRoot};
 use crate::os::{self, Usage};
 use crate::record::{OwnedLane, OwnedValue, Stamps};
@@ -196,6 +197,7 @@ impl Session {
             start_unix_ms,
             startup_us: os::startup_us(),
             filter: config.filter_text().to_string(),
+            family: config.family().clone(),
         };
         let stamps = Stamps::start();
         let base = Instant::now();
@@ -207,6 +209,9 @@ impl Session {
             base,
             lane_tracks: Mutex::new(Vec::new()),
             children: Default::default(),
+            family: config.family().clone(),
+            dir: config.dir().to_path_buf(),
+            stem: stem.clone(),
         });
         let dispatch = dispatch(core.clone());
         Ok(Session {
@@ -228,6 +233,11 @@ impl Session {
     /// The stem of this capture's files.
     pub fn stem(&self) -> &str {
         &self.stem
+    }
+
+    /// The capture's family: its trace id, and its parent when it has one.
+    pub fn family(&self) -> &Family {
+        &self.core.family
     }
 
     /// Runs `f` with this capture as the thread's default dispatcher.
@@ -466,6 +476,27 @@ impl Handle {
         };
         tracks[track] = end_ns.max(begin_ns);
         track as u32
+    }
+
+    /// The capture's family: its trace id, and its parent when it has one.
+    pub fn family(&self) -> &Family {
+        &self.core.family
+    }
+
+    /// The stem of the capture's files.
+    pub fn stem(&self) -> &str {
+        &self.core.stem
+    }
+
+    /// The variables to set on a child process started now, on this thread,
+    /// so that it knows its family: `TRACEPARENT` (the trace id and a stable
+    /// id of the thread's current span) and `CABIN_TRACE_PARENT` (this
+    /// capture's directory and stem, and whether children join). Set them
+    /// with `Command::env`: the process's own environment is never changed.
+    pub fn child_env(&self) -> [(&'static str, String); 2] {
+        let span = tracing::Span::current().id().map_or(0, |id| id.into_u64());
+        let id = family::span_id(&self.core.family, &self.core.stem, span);
+        family::child_env(&self.core.family, id, &self.core.stem, &self.core.dir)
     }
 
     /// Adds one slice to an external lane.

@@ -469,6 +469,7 @@ mod tests {
             start_unix_ms: 0,
             startup_us: None,
             filter: "trace".into(),
+            family: Default::default(),
         };
         let pending = Pending { rx: rx.clone(), recycle: recycle_tx, sinks: Vec::new(), start };
         let core = Arc::new(Core {
@@ -477,6 +478,9 @@ mod tests {
             base: std::time::Instant::now(),
             lane_tracks: Mutex::new(Vec::new()),
             children: Default::default(),
+            family: Default::default(),
+            dir: Default::default(),
+            stem: "test".into(),
         });
         // No writer ever runs: the batches stay in the channel for the test.
         let _ = core.writer.end();

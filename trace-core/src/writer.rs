@@ -87,6 +87,7 @@ pub(crate) struct StartOwned {
     pub start_unix_ms: u64,
     pub startup_us: Option<u64>,
     pub filter: String,
+    pub family: crate::family::Family,
 }
 
 type OwnedFields = Vec<(&'static str, OwnedValue)>;
@@ -255,6 +256,7 @@ impl Writer {
             start_ns: threads.stamps.base_mono_ns,
             startup_us: start.startup_us,
             filter: &start.filter,
+            family: Some(&start.family),
         };
         for s in &mut sinks {
             s.call(|sink, out| sink.start(&info, out));

@@ -5,7 +5,10 @@
 //!
 //! The file is a JSON array with one event per line:
 //!
-//! - `M` metadata events name the process (the command) and each thread;
+//! - `M` metadata events name the process (the command) and each thread, and
+//!   give the capture's family: `cabin_trace_id` (`args.trace_id`, 32 hex),
+//!   and for a child `cabin_trace_parent_span_id` (`args.span_id`) and
+//!   `cabin_trace_parent_stem` (`args.stem`);
 //! - a span is one complete (`X`) event on its thread's lane, written when
 //!   the span ends: `ts` is its begin, `dur` its length, and `args` every
 //!   field it holds at its end (those given at creation merged with those
@@ -248,6 +251,15 @@ impl Sink for ChromeSink {
         let pid = self.pid();
         self.out.metadata("process_name", (pid, 0), "name", Some(start.command), 0);
         self.out.metadata("process_sort_index", (pid, 0), "sort_index", None, 0);
+        if let Some(family) = start.family {
+            self.out.metadata("cabin_trace_id", (pid, 0), "trace_id", Some(&family.trace_id_hex()), 0);
+            if let Some(span) = family.parent_span_id_hex() {
+                self.out.metadata("cabin_trace_parent_span_id", (pid, 0), "span_id", Some(&span), 0);
+            }
+            if let Some(stem) = &family.parent_stem {
+                self.out.metadata("cabin_trace_parent_stem", (pid, 0), "stem", Some(stem), 0);
+            }
+        }
         self.out.write_some(out)
     }
 
@@ -328,6 +340,7 @@ mod tests {
             start_ns: 1_000,
             startup_us: None,
             filter: "info",
+            ..Default::default()
         };
         sink.start(&start, &mut out).unwrap();
         for e in events {

@@ -145,6 +145,7 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
         start_ns: 1_000,
         startup_us: Some(5),
         filter: "info",
+        ..Default::default()
     };
     sink.start(&start, &mut out).unwrap();
     // Names: a few plain ones (repeated, as call sites are) and some needing escapes.
@@ -346,6 +347,7 @@ fn a_write_error_is_reported_by_the_end() {
         start_ns: 0,
         startup_us: None,
         filter: "info",
+        ..Default::default()
     };
     let mut r = sink.start(&start, &mut Broken);
     let site = Site { name: "x", target: "t", level: Level::INFO, file: None, line: None };

@@ -243,6 +243,7 @@ mod tests {
             start_ns: 2,
             startup_us: None,
             filter: "info",
+            ..Default::default()
         }
     }
 

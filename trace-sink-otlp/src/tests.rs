@@ -17,6 +17,7 @@ fn start() -> Start<'static> {
         start_ns: START_NS,
         startup_us: None,
         filter: "info",
+        ..Default::default()
     }
 }
 

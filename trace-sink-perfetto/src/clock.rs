@@ -79,8 +79,20 @@ impl SequenceClock {
 }
 
 /// What CLOCK_BOOTTIME reads ahead of CLOCK_MONOTONIC (the time spent
-/// suspended), where the system has a boot-time clock.
+/// suspended), where the system has a boot-time clock: read once per
+/// process. Each reading jitters by some hundred nanoseconds, and the trace
+/// processor refuses a snapshot whose BOOTTIME (its trace clock) goes back
+/// against an earlier one (`invalid_clock_snapshots`): two sequences started
+/// at the same MONOTONIC time with two readings could do just that. (A
+/// process that lives through a suspend keeps the lead it read first: every
+/// timestamp is MONOTONIC, so the events stay where they are relative to
+/// each other.)
 fn boottime_lead_ns() -> u64 {
+    static LEAD: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *LEAD.get_or_init(read_boottime_lead_ns)
+}
+
+fn read_boottime_lead_ns() -> u64 {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
         fn read(clock: libc::clockid_t) -> Option<u64> {

@@ -47,9 +47,13 @@
 //!   traces Perfetto's own service compresses). The span above then takes
 //!   about 5 bytes. A chunk under 8 KiB (all of a short capture) goes to the
 //!   file uncompressed, as does one that would not shrink.
-//! - An external lane (Ninja's actions, test executables) is a top-level track
-//!   of its own, named after the lane, with one child track per sub-lane
-//!   (`ninja 0`, `ninja 1`, ...) holding its slices.
+//! - An external lane (Ninja's actions, test executables) is a track of its
+//!   own under the process's track (so that the lanes of two captures merged
+//!   into one trace stay apart), named after the lane, with one child track
+//!   per sub-lane (`ninja 0`, `ninja 1`, ...) holding its slices.
+//! - The capture's family is an instant [`FAMILY_MARKER`] on the process's
+//!   track at the capture's start, with the annotations `trace_id` (32 hex)
+//!   and, for a child, `parent_span_id` (16 hex) and `parent_stem`.
 //! - Track uuids and sequence ids are drawn so that they do not collide across
 //!   captures and processes; the `ids` module's docs give the scheme and the odds.
 //!
@@ -129,6 +133,7 @@ use std::io::{self, Write};
 use trace_core::{Event, Finish, Sink, Start};
 
 use crate::state::State;
+pub use crate::state::FAMILY_MARKER;
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "perfetto";
@@ -160,7 +165,7 @@ impl PerfettoSink {
     /// never called `start` (it always does; this only avoids a panic).
     fn state(&mut self, out: &mut dyn Write) -> io::Result<&mut State> {
         if self.state.is_none() {
-            self.state = Some(State::start("process", std::process::id(), 0, 0, out)?);
+            self.state = Some(State::start("process", std::process::id(), 0, 0, None, out)?);
         }
         match self.state.as_mut() {
             Some(state) => Ok(state),
@@ -179,7 +184,14 @@ impl Sink for PerfettoSink {
     }
 
     fn start(&mut self, start: &Start<'_>, out: &mut dyn Write) -> io::Result<()> {
-        self.state = Some(State::start(start.command, start.pid, start.start_ns, start.start_unix_ms, out)?);
+        self.state = Some(State::start(
+            start.command,
+            start.pid,
+            start.start_ns,
+            start.start_unix_ms,
+            start.family,
+            out,
+        )?);
         Ok(())
     }
 
@@ -263,6 +275,7 @@ mod tests {
             start_ns: 10_000,
             startup_us: None,
             filter: "info",
+            ..Default::default()
         }
     }
 

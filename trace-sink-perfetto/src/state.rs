@@ -24,6 +24,9 @@ const UNCLOSED: [Field<'static>; 1] = [Field { name: "unclosed", value: Value::B
 /// The category of the sink's own events.
 const OWN_CATEGORY: &str = "cabin_trace";
 
+/// The name of the instant that gives the capture's family.
+pub const FAMILY_MARKER: &str = "trace family";
+
 /// An external lane's tracks.
 #[derive(Debug)]
 struct Lane {
@@ -60,6 +63,7 @@ impl State {
         pid: u32,
         base_ns: u64,
         start_unix_ms: u64,
+        family: Option<&trace_core::Family>,
         out: &mut dyn Write,
     ) -> io::Result<State> {
         let ids = Ids::new(pid, base_ns, start_unix_ms);
@@ -78,6 +82,27 @@ impl State {
                 ..Default::default()
             },
         )?;
+        if let Some(family) = family {
+            let trace_id = family.trace_id_hex();
+            let span = family.parent_span_id_hex();
+            let mut fields = vec![Field { name: "trace_id", value: Value::Str(&trace_id) }];
+            if let Some(span) = &span {
+                fields.push(Field { name: "parent_span_id", value: Value::Str(span) });
+            }
+            if let Some(stem) = &family.parent_stem {
+                fields.push(Field { name: "parent_stem", value: Value::Str(stem) });
+            }
+            let spec = EventSpec {
+                ts: base_ns,
+                kind: TYPE_INSTANT,
+                track: Some(process_track),
+                name: Some(FAMILY_MARKER),
+                category: Some(OWN_CATEGORY),
+                fields: &fields,
+                ..EventSpec::default()
+            };
+            process.event(&mut enc, out, &spec)?;
+        }
         Ok(State {
             pid,
             ids,
@@ -157,6 +182,7 @@ impl State {
                     out,
                     TrackDescriptor {
                         uuid: Some(uuid),
+                        parent_uuid: Some(self.process_track),
                         name: Some(slice.lane.to_string()),
                         child_ordering: Some(CHILD_ORDERING_EXPLICIT),
                         ..Default::default()

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 /// as the field names say.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
-    /// The format's version: 2.
+    /// The format's version: 2 (1 counted a child's peak from before an exec, and
+    /// lacks `start_ns` and the family's fields).
     pub format_version: u32,
     /// The command that was captured, e.g. `build`.
     pub command: String,
@@ -18,6 +19,22 @@ pub struct Timings {
     pub pid: u32,
     /// Start of the capture, in milliseconds since the Unix epoch (wall clock).
     pub start_unix_ms: u64,
+    /// Start of the capture on CLOCK_MONOTONIC, in nanoseconds: the clock
+    /// every capture of one machine shares (0 in a format-1 file).
+    #[serde(default)]
+    pub start_ns: u64,
+    /// The family's trace id, 32 hex digits: the same in every capture of a
+    /// tool and the tools it started (empty in a format-1 file).
+    #[serde(default)]
+    pub trace_id: String,
+    /// The stem of the capture of the process that started this one, when
+    /// it was started by a capture.
+    #[serde(default)]
+    pub parent_stem: Option<String>,
+    /// The id (16 hex digits) of the parent's span that started this
+    /// process, from its `TRACEPARENT`.
+    #[serde(default)]
+    pub parent_span_id: Option<String>,
     /// Wall time of the command: from the capture's start to its end, on the
     /// monotonic clock, in microseconds. The capture's root covers the command's
     /// whole run, so this is the root span's wall time.

@@ -81,6 +81,7 @@ impl Timings {
             |e: serde_json::Error| ReadError::Parse { path: path.to_path_buf(), message: e.to_string() };
         let value: serde_json::Value = serde_json::from_slice(bytes).map_err(parse)?;
         let found = value.get("format_version").and_then(|v| v.as_u64());
+        // Format 2 only adds fields to format 1, which therefore reads too.
         if found != Some(u64::from(FORMAT_VERSION)) {
             return Err(ReadError::Version { path: path.to_path_buf(), found, expected: FORMAT_VERSION });
         }

@@ -74,6 +74,9 @@ pub struct SummarySink {
     start_ns: u64,
     startup_us: Option<u64>,
     filter: String,
+    trace_id: String,
+    parent_stem: Option<String>,
+    parent_span_id: Option<String>,
     /// By name, then by target: looked up with the borrowed strings, so a
     /// span's end allocates nothing once its call site has been seen.
     spans: Names<Names<Acc>>,
@@ -139,6 +142,11 @@ impl Sink for SummarySink {
         self.start_ns = start.start_ns;
         self.startup_us = start.startup_us;
         self.filter = start.filter.to_string();
+        if let Some(family) = start.family {
+            self.trace_id = family.trace_id_hex();
+            self.parent_stem = family.parent_stem.clone();
+            self.parent_span_id = family.parent_span_id_hex();
+        }
         Ok(())
     }
 
@@ -216,6 +224,10 @@ impl Sink for SummarySink {
             stem: self.stem.clone(),
             pid: self.pid,
             start_unix_ms: self.start_unix_ms,
+            start_ns: self.start_ns,
+            trace_id: std::mem::take(&mut self.trace_id),
+            parent_stem: self.parent_stem.take(),
+            parent_span_id: self.parent_span_id.take(),
             wall_us: end.end_ns.saturating_sub(self.start_ns) / 1000,
             startup_us: self.startup_us,
             startup_since: since(self.startup_us.and(trace_core::os::startup_since())),

@@ -2,5 +2,6 @@
 
 mod bench;
 mod compare;
+mod merge;
 mod summarize;
 mod support;

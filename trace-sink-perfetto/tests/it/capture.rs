@@ -205,8 +205,13 @@ fn instants_are_named_after_their_message_with_their_level_and_location() {
 #[test]
 fn the_unclosed_span_is_flagged_by_an_instant_on_the_process_track() {
     let busy = busy_command();
-    let markers: Vec<&Json> =
-        busy.dumped.iter().filter(|r| r["kind"] == "instant" && r.get("process").is_some()).collect();
+    let (family, markers): (Vec<&Json>, Vec<&Json>) = busy
+        .dumped
+        .iter()
+        .filter(|r| r["kind"] == "instant" && r.get("process").is_some())
+        .partition(|r| r["name"] == trace_sink_perfetto::FAMILY_MARKER);
+    assert_eq!(family.len(), 1, "the family's marker: {family:#?}");
+    assert_eq!(family[0]["args"]["trace_id"].as_str().map(str::len), Some(32), "{family:#?}");
     assert_eq!(markers.len(), 1, "{markers:#?}");
     assert_eq!(markers[0]["name"], "trace spans unclosed (1)");
     assert_eq!(markers[0]["args"], json!({ "unclosed_spans": 1 }));

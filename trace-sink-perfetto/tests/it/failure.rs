@@ -36,6 +36,7 @@ fn start() -> Start<'static> {
         start_ns: 1_000,
         startup_us: None,
         filter: "info",
+        ..Default::default()
     }
 }
 

@@ -26,6 +26,7 @@ fn written(events: &[Event<'_>], dropped_records: u64) -> Vec<Json> {
         start_ns: START_NS,
         startup_us: None,
         filter: "info",
+        ..Default::default()
     };
     sink.start(&start, &mut out).unwrap();
     for e in events {

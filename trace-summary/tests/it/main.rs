@@ -195,6 +195,7 @@ fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
         start_ns: 0,
         startup_us: None,
         filter: "trace",
+        ..Default::default()
     };
     sink.start(&start, &mut out).unwrap();
     // Two call sites of one name and target (their strings at different
