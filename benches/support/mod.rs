@@ -412,7 +412,9 @@ pub fn thread_cpu_ns(tid: u64) -> Option<u64> {
 }
 
 /// CPU time of the whole process so far, every thread, user and system, in
-/// nanoseconds (`getrusage(RUSAGE_SELF)`, microsecond resolution).
+/// nanoseconds (`getrusage(RUSAGE_SELF)`, microsecond resolution; 0 where
+/// there is no `getrusage`: the benchmarks measure on Unix).
+#[cfg(unix)]
 pub fn process_cpu_ns() -> u64 {
     // SAFETY: an all-zero rusage is valid, and getrusage only writes to it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -422,6 +424,12 @@ pub fn process_cpu_ns() -> u64 {
     }
     let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
     (us(ru.ru_utime) + us(ru.ru_stime)) * 1000
+}
+
+/// Not measured off Unix (see the Unix version).
+#[cfg(not(unix))]
+pub fn process_cpu_ns() -> u64 {
+    0
 }
 
 /// A line of `/proc/self/status` in KiB, e.g. `VmRSS` or `VmHWM` (Linux;
@@ -453,6 +461,7 @@ pub fn spread(xs: &[f64]) -> String {
 /// CPU time the calling thread has run, user and system, in nanoseconds
 /// (`CLOCK_THREAD_CPUTIME_ID`): unlike a wall clock, it does not count the
 /// time the thread waits while other processes have the machine's cores.
+#[cfg(unix)]
 pub fn own_thread_cpu() -> Duration {
     // SAFETY: an all-zero timespec is valid, and clock_gettime only writes to it.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
@@ -461,4 +470,10 @@ pub fn own_thread_cpu() -> Duration {
         return Duration::ZERO;
     }
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Not measured off Unix (see the Unix version).
+#[cfg(not(unix))]
+pub fn own_thread_cpu() -> Duration {
+    Duration::ZERO
 }

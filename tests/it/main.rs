@@ -6,6 +6,8 @@ mod chrome_output;
 #[cfg(unix)]
 mod cross_thread;
 mod demo_process;
+// Real Ninja, a C compiler and the official schema's decoders (Linux).
+#[cfg(unix)]
 mod family;
 mod faults;
 mod in_process;

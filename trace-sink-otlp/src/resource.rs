@@ -194,6 +194,7 @@ pub(crate) enum ResourceValue {
 }
 
 /// The machine's host name, as `uname -n` prints it.
+#[cfg(unix)]
 fn host_name() -> Option<String> {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for its length; gethostname writes at most that.
@@ -204,6 +205,12 @@ fn host_name() -> Option<String> {
     let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     let name = String::from_utf8_lossy(&buf[..len]).into_owned();
     (!name.is_empty()).then_some(name)
+}
+
+/// The machine's NetBIOS name, which Windows keeps in the environment.
+#[cfg(not(unix))]
+fn host_name() -> Option<String> {
+    std::env::var("COMPUTERNAME").ok().filter(|n| !n.is_empty())
 }
 
 #[cfg(test)]
