@@ -89,11 +89,9 @@ fn the_demo_pftrace_passes_the_official_schema_and_matches_the_chrome_json_slice
     protoc_decodes(&pftrace);
     let inflated = dir.path().join("inflated.bin");
     let dumped = check_inflating(&[&pftrace], Some(&inflated));
-    // The packets inside the compressed chunks decode too.
-    protoc_decodes(&inflated);
     let (file, plain) =
         (std::fs::metadata(&pftrace).unwrap().len(), std::fs::metadata(&inflated).unwrap().len());
-    assert!(file * 2 < plain, "the trace is compressed: {file} bytes for {plain} of packets");
+    assert_eq!(file, plain, "the default sink compresses nothing");
     let (threads, chrome) = crate::chrome_output::check(&one(dir.path(), ".trace.json"), None);
     let perfetto = thread_slices(&dumped);
     assert_eq!(perfetto.len(), chrome.len(), "the same number of slices");
@@ -174,7 +172,7 @@ fn the_minibuild_lanes_are_tracks_of_their_own_in_the_pftrace() {
 }
 
 #[test]
-fn ten_thousand_spans_take_under_25_bytes_each_in_the_pftrace_and_a_quarter_of_the_json_or_less() {
+fn ten_thousand_spans_take_under_37_bytes_each_in_the_pftrace_and_half_the_json_or_less() {
     const SPANS: u64 = 10_000;
     let dir = tempfile::tempdir().unwrap();
     let config = cabin_trace::Config::from_lookup("SIZE", cabin_trace::FORMATS, |name| {
@@ -206,6 +204,6 @@ fn ten_thousand_spans_take_under_25_bytes_each_in_the_pftrace_and_a_quarter_of_t
         j as f64 / SPANS as f64,
         j as f64 / p as f64
     );
-    assert!(per_span < 25.0, "{per_span:.2} bytes per span");
-    assert!(p * 4 <= j, "the pftrace ({p} bytes) is at least 4x smaller than the JSON ({j} bytes)");
+    assert!(per_span < 37.0, "{per_span:.2} bytes per span");
+    assert!(p * 2 <= j, "the pftrace ({p} bytes) is at least 2x smaller than the JSON ({j} bytes)");
 }

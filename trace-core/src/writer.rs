@@ -119,44 +119,34 @@ impl std::hash::Hasher for IdHasher {
 
 type IdMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
 
-/// Fields borrowed for one event; up to `INLINE` of them without touching the heap.
-struct FieldBuf<'a> {
-    inline: [Field<'a>; INLINE],
-    len: usize,
-    spill: Vec<Field<'a>>,
+/// A list of borrowed fields, kept empty between events so that its
+/// allocation serves every event of the capture: building an event's fields
+/// then costs neither an allocation nor a copy of a fixed-size array.
+#[derive(Default)]
+struct Scratch(Vec<Field<'static>>);
+
+impl Scratch {
+    /// The list, empty, borrowed for one event.
+    #[inline]
+    fn take<'a>(&mut self) -> Vec<Field<'a>> {
+        std::mem::take(&mut self.0)
+    }
+
+    /// Gives the list back once the event is fed. Collecting an emptied
+    /// vector into one of the same layout keeps its allocation (in place).
+    #[inline]
+    fn put(&mut self, mut fields: Vec<Field<'_>>) {
+        fields.clear();
+        self.0 =
+            fields.into_iter().map(|_| Field { name: "", value: crate::event::Value::Bool(false) }).collect();
+    }
 }
 
-const INLINE: usize = 6;
-const NO_FIELD: Field<'static> = Field { name: "", value: crate::event::Value::Bool(false) };
-
-impl<'a> FieldBuf<'a> {
-    #[inline]
-    fn new(iter: impl ExactSizeIterator<Item = Field<'a>>) -> Self {
-        let mut buf = FieldBuf { inline: [NO_FIELD; INLINE], len: 0, spill: Vec::new() };
-        if iter.len() > INLINE {
-            buf.spill = iter.collect();
-        } else {
-            for f in iter {
-                buf.inline[buf.len] = f;
-                buf.len += 1;
-            }
-        }
-        buf
-    }
-
-    fn owned(fields: Option<&'a OwnedFields>) -> Self {
-        match fields {
-            Some(f) => Self::new(f.iter().map(|(name, v)| Field { name, value: v.as_value() })),
-            None => Self::new(std::iter::empty()),
-        }
-    }
-
-    fn as_slice(&self) -> &[Field<'a>] {
-        if self.spill.is_empty() {
-            &self.inline[..self.len]
-        } else {
-            &self.spill
-        }
+/// Appends a span's owned fields to `to`, borrowed.
+#[inline]
+fn borrow_fields<'a>(to: &mut Vec<Field<'a>>, fields: Option<&'a OwnedFields>) {
+    if let Some(f) = fields {
+        to.extend(f.iter().map(|(name, v)| Field { name, value: v.as_value() }));
     }
 }
 
@@ -208,6 +198,8 @@ struct Lane {
     /// The latest time given to this thread's records: a thread's times never
     /// go back, even where two counter reads ran out of order.
     last_ns: u64,
+    /// The anchor segment of this thread's latest record ([`Anchors::ns_near`]).
+    segment: usize,
     queue: VecDeque<Item>,
     /// The sequence number of the next batch to take in.
     next_seq: u64,
@@ -236,6 +228,8 @@ pub(crate) struct Writer {
     anchors: Option<Anchors>,
     /// Spans still open at the finish.
     unclosed: u64,
+    /// The lists of an event's fields.
+    scratch: [Scratch; 2],
 }
 
 /// What the writer hands back at the end.
@@ -272,6 +266,7 @@ impl Writer {
             recycle,
             anchors,
             unclosed: 0,
+            scratch: Default::default(),
         }
     }
 
@@ -296,6 +291,7 @@ impl Writer {
                 tid,
                 stack: Vec::new(),
                 last_ns: 0,
+                segment: usize::MAX,
                 queue: VecDeque::new(),
                 next_seq: 0,
                 waiting: BTreeMap::new(),
@@ -486,32 +482,38 @@ impl Writer {
     /// The monotonic time of a record of thread `i` stamped `stamp`.
     #[inline]
     fn time(&mut self, i: usize, stamp: u64) -> u64 {
-        let ns = match &self.anchors {
-            Some(anchors) => anchors.ns(stamp),
-            None => self.threads.stamps.base_mono_ns + stamp,
-        };
+        let base = self.threads.stamps.base_mono_ns;
         match self.lanes[i].as_mut() {
             Some(l) => {
+                let ns = match &self.anchors {
+                    Some(anchors) => anchors.ns_near(stamp, &mut l.segment),
+                    None => base + stamp,
+                };
                 l.last_ns = l.last_ns.max(ns);
                 l.last_ns
             }
-            None => ns,
+            None => self.anchors.as_ref().map_or(base + stamp, |a| a.ns(stamp)),
         }
     }
 
     fn end_slice(&mut self, tid: Tid, open: Open, ts: u64, unclosed: bool) {
-        let all = FieldBuf::owned(self.spans.get(&open.id));
-        let recorded = FieldBuf::owned(Some(&open.recorded));
+        let [a, b] = &mut self.scratch;
+        let mut all = a.take();
+        borrow_fields(&mut all, self.spans.get(&open.id));
+        let mut recorded = b.take();
+        borrow_fields(&mut recorded, Some(&open.recorded));
         let event = Event::SpanEnd {
             thread: tid,
             ts,
             begin_ts: open.begin_ts,
             site: Site::of(open.meta),
-            fields: all.as_slice(),
-            recorded: recorded.as_slice(),
+            fields: &all,
+            recorded: &recorded,
             unclosed,
         };
         feed(&mut self.sinks, &event);
+        a.put(all);
+        b.put(recorded);
         let mut recorded = open.recorded;
         if self.spare.len() < 1024 && recorded.capacity() > 0 {
             recorded.clear();
@@ -554,10 +556,12 @@ impl Writer {
                 let ts = self.time(i, raw.ts);
                 let Some(lane) = self.lanes[i].as_ref() else { return };
                 let tid = lane.tid;
-                let fields = FieldBuf::owned(self.spans.get(&raw.id));
-                let event =
-                    Event::SpanBegin { thread: tid, ts, site: Site::of(meta), fields: fields.as_slice() };
+                let scratch = &mut self.scratch[0];
+                let mut fields = scratch.take();
+                borrow_fields(&mut fields, self.spans.get(&raw.id));
+                let event = Event::SpanBegin { thread: tid, ts, site: Site::of(meta), fields: &fields };
                 feed(&mut self.sinks, &event);
+                scratch.put(fields);
                 let recorded = self.spare.pop().unwrap_or_default();
                 if let Some(lane) = self.lanes[i].as_mut() {
                     lane.stack.push(Open { id: raw.id, begin_ts: ts, meta, recorded });
@@ -575,6 +579,17 @@ impl Writer {
                     Some(a) => a.ns(from),
                     None => self.threads.stamps.base_mono_ns + from,
                 });
+                if pos + 1 == lane.stack.len() {
+                    // The common case: the innermost span ends.
+                    let own = lane.stack.pop();
+                    if lane.stack.is_empty() {
+                        lane.gap_from = None;
+                    }
+                    if let Some(own) = own {
+                        self.end_slice(tid, own, ts, false);
+                    }
+                    return;
+                }
                 let above: Vec<Open> = lane.stack.drain(pos + 1..).rev().collect();
                 let own = lane.stack.pop();
                 if lane.stack.is_empty() {
@@ -598,14 +613,16 @@ impl Writer {
             }
             Kind::Event => {
                 let Some(meta) = raw.meta else { return };
-                let fields = FieldBuf::new(
-                    raw_fields.iter().map(|f| Field { name: f.name, value: raw_value(batch, &f.value) }),
-                );
                 let ts = self.time(i, raw.ts);
                 let Some(tid) = self.lanes[i].as_ref().map(|l| l.tid) else { return };
-                let event =
-                    Event::Instant { thread: tid, ts, site: Site::of(meta), fields: fields.as_slice() };
+                let scratch = &mut self.scratch[0];
+                let mut fields = scratch.take();
+                fields.extend(
+                    raw_fields.iter().map(|f| Field { name: f.name, value: raw_value(batch, &f.value) }),
+                );
+                let event = Event::Instant { thread: tid, ts, site: Site::of(meta), fields: &fields };
                 feed(&mut self.sinks, &event);
+                scratch.put(fields);
             }
         }
     }
@@ -842,8 +859,23 @@ fn run(threads: Arc<Threads>, p: Pending) -> Outcome {
 pub(crate) mod tests {
     use std::cell::Cell;
 
+    use super::*;
+
     thread_local! {
         /// Makes the writer thread fail to start when this thread starts it.
         pub(crate) static REFUSE_SPAWN: Cell<bool> = const { Cell::new(false) };
+    }
+
+    #[test]
+    fn the_scratch_list_keeps_its_allocation_from_event_to_event() {
+        let mut scratch = Scratch::default();
+        let text = String::from("borrowed");
+        let mut fields = scratch.take();
+        fields.extend((0..8).map(|_| Field { name: "f", value: crate::event::Value::Str(&text) }));
+        let (ptr, capacity) = (fields.as_ptr() as usize, fields.capacity());
+        scratch.put(fields);
+        let again = scratch.take();
+        assert!(again.is_empty());
+        assert_eq!((again.as_ptr() as usize, again.capacity()), (ptr, capacity));
     }
 }

@@ -61,7 +61,8 @@ pub(crate) const MIN_COMPRESSED_BYTES: usize = 8 * 1024;
 /// so, and the writer thread spends little on it.
 const LEVEL: u32 = 1;
 
-/// Packets on their way to the file, compressed a chunk at a time.
+/// Packets on their way to the file, a chunk at a time, compressed when the
+/// sink was made with `PerfettoSink::compressed`.
 ///
 /// A full chunk becomes one `TracePacket` holding only `compressed_packets`:
 /// the zlib stream of the chunk's `Trace.packet` entries, which the trace
@@ -72,6 +73,8 @@ const LEVEL: u32 = 1;
 #[derive(Default)]
 pub(crate) struct Chunk {
     pub(crate) pending: Vec<u8>,
+    /// Whether full chunks are compressed (`PerfettoSink::compressed`).
+    pub(crate) compress: bool,
     compressor: Option<Compress>,
     deflated: Vec<u8>,
     head: Vec<u8>,
@@ -88,7 +91,7 @@ impl Chunk {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let written = if self.pending.len() >= MIN_COMPRESSED_BYTES && self.deflate()? {
+        let written = if self.compress && self.pending.len() >= MIN_COMPRESSED_BYTES && self.deflate()? {
             // The packet's key and length, then `compressed_packets`' key and length.
             let field_key = u64::from((COMPRESSED_PACKETS_FIELD << 3) | WIRE_LEN);
             let len = self.deflated.len() as u64;
@@ -157,6 +160,7 @@ mod tests {
     #[test]
     fn a_full_chunk_goes_out_as_one_compressed_packet_holding_the_same_packets() {
         let mut enc = Encoder::default();
+        enc.chunk.compress = true;
         let mut out = Vec::new();
         let mut seq = Sequence::start(&mut enc, &mut out, 7, Timestamps::Incremental, Some(99), 0).unwrap();
         let mut ts = 0;
@@ -194,6 +198,15 @@ mod tests {
     }
 
     #[test]
+    fn without_compression_a_full_chunk_goes_out_as_it_is() {
+        let mut chunk = Chunk { pending: vec![7; MIN_COMPRESSED_BYTES * 4], ..Chunk::default() };
+        let plain = chunk.pending.clone();
+        let mut out = Vec::new();
+        chunk.flush(&mut out).unwrap();
+        assert_eq!(out, plain);
+    }
+
+    #[test]
     fn a_short_chunk_goes_out_as_it_is() {
         let mut enc = Encoder::default();
         let mut out = Vec::new();
@@ -208,7 +221,7 @@ mod tests {
 
     #[test]
     fn a_chunk_that_does_not_shrink_goes_out_as_it_is() {
-        let mut chunk = Chunk::default();
+        let mut chunk = Chunk { compress: true, ..Chunk::default() };
         // A xorshift stream: nothing for the compressor to find.
         let mut x = 0x2545_f491_4f6c_dd1d_u64;
         chunk.pending = (0..MIN_COMPRESSED_BYTES * 2)

@@ -119,10 +119,67 @@ pub(crate) const fn key(field: u32, wire: u32) -> u64 {
     ((field << 3) | wire) as u64
 }
 
-/// Appends `value` as a protobuf base-128 varint: seven bits a byte, least
-/// significant first, the high bit set on every byte but the last.
+/// Where bytes are put: a growing vector, or a region sized beforehand.
+///
+/// The methods are named after `Vec`'s so that an encoder reads the same over
+/// either.
+pub(crate) trait Put {
+    /// Appends one byte.
+    fn push(&mut self, byte: u8);
+    /// Appends `bytes`.
+    fn extend_from_slice(&mut self, bytes: &[u8]);
+}
+
+impl Put for Vec<u8> {
+    #[inline]
+    fn push(&mut self, byte: u8) {
+        Vec::push(self, byte);
+    }
+    #[inline]
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        Vec::extend_from_slice(self, bytes);
+    }
+}
+
+/// A region of known size, filled from its start: each byte is a store, with
+/// none of a vector's capacity checks and length updates. What would run past
+/// the end is dropped, and [`Region::filled`] then says it did not fit.
+pub(crate) struct Region<'b> {
+    buf: &'b mut [u8],
+    pos: usize,
+}
+
+impl<'b> Region<'b> {
+    pub(crate) fn new(buf: &'b mut [u8]) -> Self {
+        Region { buf, pos: 0 }
+    }
+
+    /// True when exactly the whole region was written.
+    pub(crate) fn filled(&self) -> bool {
+        self.pos == self.buf.len()
+    }
+}
+
+impl Put for Region<'_> {
+    #[inline]
+    fn push(&mut self, byte: u8) {
+        if let Some(slot) = self.buf.get_mut(self.pos) {
+            *slot = byte;
+        }
+        self.pos += 1;
+    }
+    #[inline]
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        if let Some(to) = self.buf.get_mut(self.pos..self.pos + bytes.len()) {
+            to.copy_from_slice(bytes);
+        }
+        self.pos += bytes.len();
+    }
+}
+
+/// Appends `value` as a protobuf varint.
 #[inline]
-pub(crate) fn put_varint(buf: &mut Vec<u8>, mut value: u64) {
+pub(crate) fn put_varint(buf: &mut impl Put, mut value: u64) {
     while value >= 0x80 {
         buf.push((value as u8 & 0x7f) | 0x80);
         value >>= 7;

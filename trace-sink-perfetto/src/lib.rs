@@ -41,12 +41,16 @@
 //!   time aside). The bytes are those prost would write for the same message,
 //!   which a randomised test checks against prost itself. The few other
 //!   packets (a sequence's first one, track descriptors) are prost messages.
-//! - Packets go to the file in chunks of up to 64 KiB, each compressed with
-//!   zlib into one packet of its own (`TracePacket.compressed_packets`, which
-//!   the trace processor inflates and reads in its place, as it does for the
-//!   traces Perfetto's own service compresses). The span above then takes
-//!   about 5 bytes. A chunk under 8 KiB (all of a short capture) goes to the
-//!   file uncompressed, as does one that would not shrink.
+//! - Packets go to the file in chunks of up to 64 KiB, as they are. A sink
+//!   made with [`PerfettoSink::compressed`] compresses each chunk with zlib
+//!   into one packet of its own (`TracePacket.compressed_packets`, which the
+//!   trace processor inflates and reads in its place, as it does for the
+//!   traces Perfetto's own service compresses): the span above then takes
+//!   about 5 bytes, for about a third more of the writer's time. Compression
+//!   is off by default because that time is most of what a capture costs
+//!   beyond the calling thread, and a trace is mostly opened once, on the
+//!   machine that made it. A chunk under 8 KiB (all of a short capture) goes
+//!   to the file uncompressed, as does one that would not shrink.
 //! - An external lane (Ninja's actions, test executables) is a track of its
 //!   own under the process's track (so that the lanes of two captures merged
 //!   into one trace stay apart), named after the lane, with one child track
@@ -144,6 +148,7 @@ pub const SUFFIX: &str = "pftrace";
 #[derive(Default)]
 pub struct PerfettoSink {
     state: Option<State>,
+    compress: bool,
 }
 
 impl std::fmt::Debug for PerfettoSink {
@@ -156,16 +161,31 @@ impl std::fmt::Debug for PerfettoSink {
 }
 
 impl PerfettoSink {
-    /// A new sink, ready to be handed to a capture.
+    /// A new sink, ready to be handed to a capture. Its packets go to the
+    /// file as they are: about 36 bytes for a span without fields.
     pub fn new() -> Self {
-        PerfettoSink { state: None }
+        PerfettoSink { state: None, compress: false }
+    }
+
+    /// A sink whose chunks of packets are compressed with zlib
+    /// (`TracePacket.compressed_packets`): a span without fields then takes
+    /// about 5 bytes of the file instead of 36, for about a third more of the
+    /// writer's time per span (docs/performance.md). Worth it where the file
+    /// is kept or sent, not for a trace opened once on the machine that made it.
+    ///
+    /// ```
+    /// let sink = trace_sink_perfetto::PerfettoSink::compressed();
+    /// # let _ = sink;
+    /// ```
+    pub fn compressed() -> Self {
+        PerfettoSink { state: None, compress: true }
     }
 
     /// The capture's state, started with what can be known if the capture
     /// never called `start` (it always does; this only avoids a panic).
     fn state(&mut self, out: &mut dyn Write) -> io::Result<&mut State> {
         if self.state.is_none() {
-            self.state = Some(State::start("process", std::process::id(), 0, 0, None, out)?);
+            self.state = Some(State::start("process", std::process::id(), 0, 0, None, self.compress, out)?);
         }
         match self.state.as_mut() {
             Some(state) => Ok(state),
@@ -190,6 +210,7 @@ impl Sink for PerfettoSink {
             start.start_ns,
             start.start_unix_ms,
             start.family,
+            self.compress,
             out,
         )?);
         Ok(())

@@ -64,12 +64,14 @@ impl State {
         base_ns: u64,
         start_unix_ms: u64,
         family: Option<&trace_core::Family>,
+        compress: bool,
         out: &mut dyn Write,
     ) -> io::Result<State> {
         let ids = Ids::new(pid, base_ns, start_unix_ms);
         // Real pids are below 2^22; the schema's pid is an int32.
         let pid = i32::try_from(pid).unwrap_or(i32::MAX);
         let mut enc = Encoder::default();
+        enc.chunk.compress = compress;
         let mut process =
             Sequence::start(&mut enc, out, ids.sequence(0), Timestamps::Absolute, None, base_ns)?;
         let process_track = ids.track(TrackKind::Process, 0);

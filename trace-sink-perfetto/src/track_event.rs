@@ -9,7 +9,7 @@
 
 use trace_core::{Field, Value};
 
-use crate::format::{keys, put_varint, varint_len, PACKET_KEY, SEQ_NEEDS_INCREMENTAL_STATE};
+use crate::format::{keys, put_varint, varint_len, Put, Region, PACKET_KEY, SEQ_NEEDS_INCREMENTAL_STATE};
 
 /// One track event to write; what it leaves out defaults to none.
 #[derive(Clone, Copy, Debug, Default)]
@@ -105,8 +105,12 @@ pub(crate) fn put_track_event(
     }
 
     // The packet, fields in field-number order at each level.
-    buf.reserve(1 + varint_len(packet_len as u64) + packet_len);
+    // Written into a region of the chunk sized to the packet.
+    let total = 1 + varint_len(packet_len as u64) + packet_len;
     let at = buf.len();
+    buf.resize(at + total, 0);
+    let mut region = Region::new(&mut buf[at..]);
+    let buf = &mut region;
     buf.push(PACKET_KEY);
     put_varint(buf, packet_len as u64);
     put_field(buf, keys::PACKET_TIMESTAMP, timestamp);
@@ -155,7 +159,7 @@ pub(crate) fn put_track_event(
     if let Some(clock) = clock_id {
         put_field(buf, keys::PACKET_TIMESTAMP_CLOCK_ID, u64::from(clock));
     }
-    debug_assert_eq!(buf.len() - at, 1 + varint_len(packet_len as u64) + packet_len);
+    debug_assert!(region.filled(), "the packet's lengths were worked out wrong");
 }
 
 /// The bytes a length-delimited field of a one-byte key takes, for a body of `len`.
@@ -179,7 +183,7 @@ fn annotation_len(name_iid: u64, value: Value<'_>) -> usize {
 
 /// Appends a `DebugAnnotation` body (`annotation_len` bytes).
 #[inline]
-fn put_annotation(buf: &mut Vec<u8>, name_iid: u64, value: Value<'_>) {
+fn put_annotation(buf: &mut impl Put, name_iid: u64, value: Value<'_>) {
     put_field(buf, keys::ANNOTATION_NAME_IID, name_iid);
     match value {
         Value::I64(v) => put_field(buf, keys::ANNOTATION_INT, v as u64),
@@ -201,7 +205,7 @@ fn interned_name_len(iid: u64, name: &str) -> usize {
 
 /// Appends an interned string as the field `key`, body and all.
 #[inline]
-fn put_interned_name(buf: &mut Vec<u8>, key: u64, iid: u64, name: &str) {
+fn put_interned_name(buf: &mut impl Put, key: u64, iid: u64, name: &str) {
     put_field(buf, key, interned_name_len(iid, name) as u64);
     put_field(buf, keys::NAME_IID, iid);
     put_bytes(buf, keys::NAME_NAME, name.as_bytes());
@@ -210,14 +214,14 @@ fn put_interned_name(buf: &mut Vec<u8>, key: u64, iid: u64, name: &str) {
 /// Appends a key and a varint: the whole of a varint field, or the key and
 /// length of a length-delimited one.
 #[inline]
-fn put_field(buf: &mut Vec<u8>, key: u64, value: u64) {
+fn put_field(buf: &mut impl Put, key: u64, value: u64) {
     put_varint(buf, key);
     put_varint(buf, value);
 }
 
 /// Appends a length-delimited field of `bytes`.
 #[inline]
-fn put_bytes(buf: &mut Vec<u8>, key: u64, bytes: &[u8]) {
+fn put_bytes(buf: &mut impl Put, key: u64, bytes: &[u8]) {
     put_field(buf, key, bytes.len() as u64);
     buf.extend_from_slice(bytes);
 }

@@ -2,34 +2,54 @@
 
 use tracing::info_span;
 
-use crate::support::{assert_checker_accepts, capture};
+use trace_sink_perfetto::PerfettoSink;
+
+use crate::support::{assert_checker_accepts, capture, capture_with};
 
 const SPANS: usize = 10_000;
 
-/// The budget per span (its begin and its end, no fields), all overhead
-/// included: the target the project set, under 25 bytes.
+/// The budget per span (its begin and its end, no fields) in a compressed
+/// file, all overhead included: the target the project set, under 25 bytes.
 ///
-/// Before compression each of the span's two packets holds: the packet's key
-/// and length (2 bytes), the timestamp's key and delta (3, for deltas from
-/// 128 ns to 16 us), the sequence id's key and value (5), `sequence_flags` (2),
-/// and the track event's key, length and type (4); the begin adds its name and
-/// category iids (4). That makes 36 bytes, 34 when the deltas are under 128 ns.
-/// The packets go to the file in compressed chunks, where the repetition
-/// between one span's packets and the next one's costs next to nothing. For
-/// comparison, the Chrome JSON sink writes about 150 bytes for the same span
-/// (a `B` and an `E` line).
+/// Each of the span's two packets holds: the packet's key and length (2
+/// bytes), the timestamp's key and delta (3, for deltas from 128 ns to 16 us),
+/// the sequence id's key and value (5), `sequence_flags` (2), and the track
+/// event's key, length and type (4); the begin adds its name and category iids
+/// (4). That makes 36 bytes, 34 when the deltas are under 128 ns: what the
+/// default sink writes. Compressed (`PerfettoSink::compressed`), the
+/// repetition between one span's packets and the next one's costs next to
+/// nothing. For comparison, the Chrome JSON sink writes about 100 bytes for
+/// the same span (one `X` line).
 const BUDGET_BYTES_PER_SPAN: f64 = 25.0;
 /// What the packets take before compression, at most.
 const PLAIN_BYTES_PER_SPAN: f64 = 37.0;
 
+fn steps() {
+    for _ in 0..SPANS {
+        let _span = info_span!("step").entered();
+    }
+}
+
 #[test]
-fn ten_thousand_spans_without_fields_cost_under_the_budget_per_span() {
+fn ten_thousand_spans_without_fields_take_the_plain_encoding_by_default() {
     let dir = tempfile::tempdir().unwrap();
-    let (path, seen, ()) = capture(dir.path(), "size", || {
-        for _ in 0..SPANS {
-            let _span = info_span!("step").entered();
-        }
-    });
+    let (path, seen, ()) = capture(dir.path(), "size", steps);
+    let inflated = dir.path().join("inflated.pftrace");
+    assert_checker_accepts(&["--inflate", inflated.to_str().unwrap()], &[&path]);
+    let spans = seen.iter().filter(|s| matches!(s, crate::support::Seen::Begin { .. })).count();
+    assert_eq!(spans, SPANS, "every span reached the sink");
+    let bytes = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(bytes, std::fs::metadata(&inflated).unwrap().len(), "nothing is compressed");
+    let per_span = bytes as f64 / SPANS as f64;
+    println!("{SPANS} spans without fields, plain: {bytes} bytes, {per_span:.2} bytes/span");
+    assert!(per_span > BUDGET_BYTES_PER_SPAN, "{per_span:.2} bytes/span: compressed?");
+    assert!(per_span < PLAIN_BYTES_PER_SPAN, "{per_span:.2} bytes/span");
+}
+
+#[test]
+fn ten_thousand_spans_without_fields_cost_under_the_budget_per_span_compressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, seen, ()) = capture_with(PerfettoSink::compressed(), dir.path(), "size", steps);
     let inflated = dir.path().join("inflated.pftrace");
     assert_checker_accepts(&["--inflate", inflated.to_str().unwrap()], &[&path]);
     let spans = seen.iter().filter(|s| matches!(s, crate::support::Seen::Begin { .. })).count();

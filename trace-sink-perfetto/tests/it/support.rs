@@ -190,8 +190,18 @@ pub fn config(dir: &Path) -> Config {
 /// recorder; returns the `.pftrace` path, the recorded events and `command`'s
 /// result.
 pub fn capture<T>(dir: &Path, name: &str, command: impl FnOnce() -> T) -> (PathBuf, Vec<Seen>, T) {
+    capture_with(PerfettoSink::new(), dir, name, command)
+}
+
+/// [`capture`] with the given Perfetto sink.
+pub fn capture_with<T>(
+    sink: PerfettoSink,
+    dir: &Path,
+    name: &str,
+    command: impl FnOnce() -> T,
+) -> (PathBuf, Vec<Seen>, T) {
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let sinks: Vec<Box<dyn Sink>> = vec![Box::new(PerfettoSink::new()), Box::new(Recorder(seen.clone()))];
+    let sinks: Vec<Box<dyn Sink>> = vec![Box::new(sink), Box::new(Recorder(seen.clone()))];
     let session = match Session::start(&config(dir), name, sinks) {
         Ok(s) => s,
         Err(e) => panic!("start: {e}"),
