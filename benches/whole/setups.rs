@@ -365,11 +365,12 @@ pub fn check(what: &str, finished: Finished, expect: Expect, parse: bool) -> Che
                     }
                     "perfetto" => {
                         let c = support::perfetto_counts(&bytes).unwrap_or_else(|e| panic!("{what}: {e}"));
-                        // Ours adds a root span around a façade capture's command.
+                        // Ours adds a root span around a façade capture's command,
+                        // and the family marker (an instant) at the start.
                         assert!(
                             (expect.spans..=expect.spans + 1).contains(&c.slice_begins)
                                 && c.slice_ends == c.slice_begins
-                                && c.instants == expect.events,
+                                && c.instants == expect.events + 1,
                             "{what}: perfetto holds {c:?}, expected {expect:?}"
                         );
                     }

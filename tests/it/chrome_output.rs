@@ -190,8 +190,10 @@ impl trace_core::Sink for Slow {
     }
     fn event(&mut self, _: &trace_core::Event<'_>, _: &mut dyn std::io::Write) -> std::io::Result<()> {
         self.0 += 1;
-        if self.0.is_multiple_of(100) {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+        // Stuck once, past the longest a recording thread waits for room: the
+        // capture then drops past its budget instead of waiting.
+        if self.0 == 1 {
+            std::thread::sleep(std::time::Duration::from_millis(1_300));
         }
         Ok(())
     }

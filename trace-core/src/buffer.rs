@@ -13,9 +13,15 @@
 //! buffer is claimed, so whatever the writer takes under the claim is every
 //! record stamped before the moment it took it.
 //!
-//! The channel holds batches up to a memory budget; past it, a batch is
-//! dropped, counted, and replaced by a [`Msg::Gap`] that tells the writer
-//! which records of which thread are missing.
+//! The channel holds batches up to a memory budget. A thread whose full batch
+//! would pass it waits, with its buffer released, for the writer to make room
+//! ([`Handoff::wait_for_room`]): the command slows down to the writer's pace
+//! instead of losing records. Only when the writer makes no room within
+//! [`MAX_WAIT`] (it is stuck, e.g. on a disk that does not answer), or is not
+//! running, is a batch dropped, counted, and replaced by a [`Msg::Gap`] that
+//! tells the writer which records of which thread are missing; after such a
+//! timeout the capture drops rather than waits, so that a stuck writer costs
+//! the command one wait, not one per batch.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -30,6 +36,15 @@ use crate::ring::{SpanInfo, SpanRing};
 
 /// The default memory budget for batches waiting for the writer.
 pub(crate) const DEFAULT_BUDGET: usize = 64 * 1024 * 1024;
+
+/// The longest a recording thread waits for the writer to make room under the
+/// budget before its batch is dropped instead.
+pub(crate) const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+thread_local! {
+    /// Set on the writer thread: it never waits for itself.
+    pub(crate) static ON_WRITER: Cell<bool> = const { Cell::new(false) };
+}
 
 /// What travels from the capture's threads to the writer.
 pub(crate) enum Msg {
@@ -73,6 +88,13 @@ pub(crate) struct Handoff {
     pub late: AtomicU64,
     /// Set once the finish has begun taking the threads' last records.
     pub closed: AtomicBool,
+    /// Set while the writer thread runs: only then can waiting make room.
+    pub writer_running: AtomicBool,
+    /// Set when a wait for room timed out: later batches past the budget are
+    /// dropped without waiting.
+    gave_up: AtomicBool,
+    /// Nanoseconds recording threads spent waiting for room, all together.
+    pub waited_ns: AtomicU64,
 }
 
 impl Handoff {
@@ -85,7 +107,47 @@ impl Handoff {
             dropped: AtomicU64::new(0),
             late: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            writer_running: AtomicBool::new(false),
+            gave_up: AtomicBool::new(false),
+            waited_ns: AtomicU64::new(0),
         }
+    }
+
+    /// Whether a batch of `bytes` handed over now would pass the budget, and
+    /// waiting for the writer could make room for it.
+    #[inline]
+    fn should_wait(&self, bytes: usize) -> bool {
+        self.in_flight.load(Ordering::Relaxed) + bytes > self.budget
+            && self.writer_running.load(Ordering::Acquire)
+            && !self.gave_up.load(Ordering::Relaxed)
+            && !self.closed.load(Ordering::Relaxed)
+            && !ON_WRITER.try_with(Cell::get).unwrap_or(true)
+    }
+
+    /// Waits until the writer has made room for `bytes` under the budget, at
+    /// most [`MAX_WAIT`]; called with the thread's buffer released, so that
+    /// the writer can take it meanwhile. The time is counted in `waited_ns`.
+    #[cold]
+    fn wait_for_room(&self, bytes: usize) {
+        let start = std::time::Instant::now();
+        let mut rounds = 0u32;
+        while self.in_flight.load(Ordering::Relaxed) + bytes > self.budget
+            && self.writer_running.load(Ordering::Acquire)
+            && !self.closed.load(Ordering::Relaxed)
+        {
+            if start.elapsed() >= MAX_WAIT {
+                self.gave_up.store(true, Ordering::Relaxed);
+                break;
+            }
+            rounds += 1;
+            if rounds < 16 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+        let waited = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.waited_ns.fetch_add(waited, Ordering::Relaxed);
     }
 
     pub(crate) fn fresh_batch(&self) -> Batch {
@@ -110,22 +172,43 @@ impl Handoff {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts `bytes` against the budget, unless they would pass it.
+    #[inline]
+    fn try_reserve(&self, bytes: usize) -> bool {
+        if self.in_flight.fetch_add(bytes, Ordering::Relaxed) + bytes > self.budget {
+            self.in_flight.fetch_sub(bytes, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
     /// Sends `local`'s batch to the writer, or, past the budget, drops and
     /// counts its records and sends a gap in their place. Called with the
     /// buffer claimed. Never blocks.
     fn hand_over(&self, index: u32, local: &mut Local) {
+        let bytes = local.batch.bytes();
+        if self.try_reserve(bytes) {
+            self.send_reserved(index, local, bytes);
+        } else {
+            self.drop_batch(index, local);
+        }
+    }
+
+    /// Drops `local`'s batch, counting its records, and tells the writer.
+    fn drop_batch(&self, index: u32, local: &mut Local) {
         let seq = local.next_seq();
         let until = local.last_ts;
-        let bytes = local.batch.bytes();
+        self.dropped.fetch_add(local.batch.raws.len() as u64, Ordering::Relaxed);
+        let from = local.batch.raws.first().map_or(until, |r| r.ts);
+        local.batch.clear();
+        let _ = self.tx.send(Msg::Gap { thread: index, seq, from, until });
+    }
+
+    /// Sends `local`'s batch, whose `bytes` are counted against the budget.
+    fn send_reserved(&self, index: u32, local: &mut Local, bytes: usize) {
+        let seq = local.next_seq();
+        let until = local.last_ts;
         let n = local.batch.raws.len() as u64;
-        if self.in_flight.fetch_add(bytes, Ordering::Relaxed) + bytes > self.budget {
-            self.in_flight.fetch_sub(bytes, Ordering::Relaxed);
-            self.dropped.fetch_add(n, Ordering::Relaxed);
-            let from = local.batch.raws.first().map_or(until, |r| r.ts);
-            local.batch.clear();
-            let _ = self.tx.send(Msg::Gap { thread: index, seq, from, until });
-            return;
-        }
         let batch = std::mem::replace(&mut local.batch, self.fresh_batch());
         if let Err(e) = self.tx.send(Msg::Batch { thread: index, seq, until, batch, bytes }) {
             // The writer is gone: nothing will read these records.
@@ -408,7 +491,8 @@ impl Threads {
     /// Appends a record to `buf`, stamped now (or, with `stamp` false, with the
     /// thread's latest stamp: for a creation, which only needs to come before
     /// anything else about its span), then hands the batch over if it is full.
-    /// Never panics, never blocks on the writer.
+    /// Never panics; waits for the writer only past the memory budget
+    /// ([`Handoff::wait_for_room`]).
     #[inline(always)]
     pub(crate) fn fill(&self, buf: &ThreadBuf, stamp: bool, fill: impl FnOnce(&mut Batch, u64)) -> Filled {
         let mut local = buf.claim();
@@ -418,10 +502,48 @@ impl Threads {
         let ts = if stamp { local.stamp(&self.stamps) } else { local.last_ts };
         fill(&mut local.batch, ts);
         if local.batch.is_full() {
+            if self.handoff.should_wait(local.batch.bytes()) {
+                drop(local);
+                return self.hand_over_after_waiting(buf);
+            }
             self.handoff.hand_over(buf.index, &mut local);
             return Filled::HandedOver;
         }
         Filled::Stored
+    }
+
+    /// Waits for room under the budget with `buf` released, then hands its
+    /// batch over if it is still full (the writer may have taken it meanwhile).
+    #[cold]
+    fn hand_over_after_waiting(&self, buf: &ThreadBuf) -> Filled {
+        self.hand_over_waiting(buf, |local| local.batch.is_full());
+        Filled::HandedOver
+    }
+
+    /// Hands `buf`'s batch over once there is room for it under the budget,
+    /// waiting for the writer to make room while that can help. `due` says,
+    /// under the claim, whether the batch is still to go, and prepares it.
+    /// Returns at once if another party holds the buffer.
+    pub(crate) fn hand_over_waiting(&self, buf: &ThreadBuf, due: impl Fn(&mut Local) -> bool) {
+        let handoff = &self.handoff;
+        loop {
+            let Some(mut local) = buf.try_claim() else { return };
+            if local.closed || !due(&mut local) {
+                return;
+            }
+            let bytes = local.batch.bytes();
+            // Other threads may have taken the room first: reserve it, or wait again.
+            if handoff.try_reserve(bytes) {
+                handoff.send_reserved(buf.index, &mut local, bytes);
+                return;
+            }
+            if !handoff.should_wait(bytes) {
+                handoff.drop_batch(buf.index, &mut local);
+                return;
+            }
+            drop(local);
+            handoff.wait_for_room(bytes);
+        }
     }
 
     /// Hands the calling thread's partial batch to the writer.
@@ -479,12 +601,10 @@ impl Drop for Slot {
     fn drop(&mut self) {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let Some(threads) = self.threads.upgrade() else { return };
-            let Some(mut local) = self.buf.try_claim() else { return };
-            if local.closed {
-                return;
-            }
-            local.last_ts = u64::MAX;
-            threads.handoff.hand_over(self.buf.index, &mut local);
+            threads.hand_over_waiting(&self.buf, |local| {
+                local.last_ts = u64::MAX;
+                true
+            });
         }));
     }
 }

@@ -211,9 +211,12 @@ impl Config {
         &self.filter_text
     }
 
-    /// How many bytes of records may wait for the writer before further
-    /// batches are dropped (and counted); 64 MiB unless set with
-    /// [`Config::with_memory_budget`].
+    /// How many bytes of records may wait for the writer; 64 MiB unless set
+    /// with [`Config::with_memory_budget`]. A thread whose batch would pass it
+    /// waits for the writer to make room (counted in
+    /// [`crate::Report::waited_ns`]); only a writer that makes no room within a
+    /// second makes the capture drop batches (counted in
+    /// [`crate::Report::dropped_records`]) from then on.
     pub fn memory_budget(&self) -> usize {
         self.memory_budget
     }

@@ -291,6 +291,7 @@ impl Session {
                 dropped_records: 0,
                 unclosed_spans: 0,
                 late_records: 0,
+                waited_ns: 0,
             };
         }
         let end_rel = self.core.rel_now();
@@ -342,6 +343,7 @@ impl Session {
             dropped_records: handoff.dropped.load(Ordering::Relaxed),
             unclosed_spans,
             late_records: handoff.late.load(Ordering::Relaxed),
+            waited_ns: handoff.waited_ns.load(Ordering::Relaxed),
         }
     }
 }
@@ -371,6 +373,12 @@ pub struct Report {
     /// not written. Records arriving after [`Session::finish`] returned are
     /// not counted anywhere.
     pub late_records: u64,
+    /// Nanoseconds the command's threads spent waiting for the trace writer,
+    /// all together: past the memory budget a thread waits for the writer to
+    /// make room rather than drop records ([`crate::Config::with_memory_budget`]).
+    /// Time the command took longer because of the capture; 0 when the writer
+    /// kept up.
+    pub waited_ns: u64,
 }
 
 impl Report {

@@ -748,6 +748,15 @@ pub(crate) struct WriterCell {
     threads: Arc<Threads>,
 }
 
+/// Says, when dropped, that the writer thread no longer runs.
+struct Running(Arc<Threads>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.handoff.writer_running.store(false, Ordering::Release);
+    }
+}
+
 /// How the writer ended, for the finish.
 pub(crate) enum Ended {
     /// The writer thread is running: send it the finish and join it.
@@ -799,6 +808,9 @@ impl WriterCell {
             // 300 KiB for zlib's); the pages are only touched if used.
             .stack_size(1024 * 1024)
             .spawn(move || {
+                crate::buffer::ON_WRITER.with(|w| w.set(true));
+                // Recording threads stop waiting for room once this thread ends, however it ends.
+                let _running = Running(threads.clone());
                 let p = pending.lock().take()?;
                 Some(run(threads, p))
             });
@@ -806,6 +818,7 @@ impl WriterCell {
         // again, and the finish runs it if none succeeds.
         if let Ok(handle) = spawned {
             *thread = Some(handle);
+            self.threads.handoff.writer_running.store(true, Ordering::Release);
             self.started.store(true, Ordering::Release);
         }
     }

@@ -8,7 +8,7 @@ use crate::clock::{SequenceClock, Timestamps};
 use crate::format::SEQ_INCREMENTAL_STATE_CLEARED;
 use crate::intern::Interner;
 use crate::proto::{TracePacket, TracePacketDefaults, TrackDescriptor, TrackEventDefaults};
-use crate::track_event::{put_track_event, EventSpec};
+use crate::track_event::{put_bare_event, put_track_event, EventSpec};
 
 /// One packet sequence (`trusted_packet_sequence_id`) of the file.
 #[derive(Debug)]
@@ -79,6 +79,11 @@ impl Sequence {
         out: &mut dyn Write,
         spec: &EventSpec<'_>,
     ) -> io::Result<()> {
+        if spec.is_bare() {
+            let stamp = self.clock.stamp(spec.ts);
+            put_bare_event(&mut enc.chunk.pending, self.id, stamp, spec.kind);
+            return enc.appended(out);
+        }
         let name = spec.name.map(|s| (self.event_names.intern(s), s));
         let category = spec.category.map(|s| (self.categories.intern(s), s));
         enc.annotations.clear();
@@ -99,7 +104,7 @@ mod tests {
     use super::*;
     use crate::format::{
         put_varint, varint_len, CLOCK_INCREMENTAL, CLOCK_MONOTONIC, SEQ_NEEDS_INCREMENTAL_STATE,
-        TYPE_SLICE_BEGIN,
+        TYPE_SLICE_BEGIN, TYPE_SLICE_END,
     };
     use crate::proto::{DebugAnnotation, InternedData, InternedName, Trace, TrackEvent};
 
@@ -205,6 +210,29 @@ mod tests {
             let mut buf = Vec::new();
             put_varint(&mut buf, value);
             assert_eq!(varint_len(value), buf.len(), "{value}");
+        }
+    }
+
+    #[test]
+    fn bare_events_are_byte_for_byte_what_prost_writes() {
+        for timestamps in [Timestamps::Incremental, Timestamps::Absolute] {
+            let (mut hand_enc, mut prost_enc) = (Encoder::default(), Encoder::default());
+            let (mut hand_out, mut prost_out) = (Vec::new(), Vec::new());
+            let id = 0x1234_5678;
+            let mut hand = Sequence::start(&mut hand_enc, &mut hand_out, id, timestamps, None, 5).unwrap();
+            let mut oracle =
+                Sequence::start(&mut prost_enc, &mut prost_out, id, timestamps, None, 5).unwrap();
+            hand_enc.chunk.pending.clear();
+            prost_enc.chunk.pending.clear();
+            for (ts, kind) in
+                [(5, TYPE_SLICE_END), (6, 1), (300, TYPE_SLICE_END), (1 << 40, 3), (7, TYPE_SLICE_END)]
+            {
+                let spec = EventSpec { ts, kind, ..EventSpec::default() };
+                assert!(spec.is_bare());
+                hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
+                event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();
+                assert_eq!(hand_enc.chunk.pending, prost_enc.chunk.pending, "{timestamps:?} at {ts}");
+            }
         }
     }
 

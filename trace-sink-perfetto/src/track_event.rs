@@ -32,6 +32,88 @@ pub(crate) struct EventSpec<'a> {
     pub counter: Option<i64>,
 }
 
+impl EventSpec<'_> {
+    /// True when the event has nothing but its time and type (a slice's end
+    /// on the sequence's own track, most of a trace's events), which
+    /// [`put_bare_event`] writes.
+    #[inline]
+    pub(crate) fn is_bare(&self) -> bool {
+        // Every field is named, so that one added later has to be decided here.
+        let EventSpec { ts: _, kind: _, track, name, category, fields, extra, full_name, counter } = self;
+        track.is_none()
+            && name.is_none()
+            && category.is_none()
+            && fields.is_empty()
+            && extra.is_empty()
+            && full_name.is_none()
+            && counter.is_none()
+    }
+}
+
+/// Appends the packet of a bare track event ([`EventSpec::is_bare`]): the
+/// bytes [`put_track_event`] writes for it, without the work of the fields it
+/// does not have.
+#[inline]
+pub(crate) fn put_bare_event(
+    buf: &mut Vec<u8>,
+    sequence_id: u32,
+    (timestamp, clock_id): (u64, Option<u32>),
+    kind: i32,
+) {
+    let kind = kind as u64;
+    let event_len = 1 + varint_len(kind);
+    let packet_len = packet_fields_len(timestamp, sequence_id, clock_id) + nested_len(event_len);
+    let mut region = open_packet(buf, packet_len, timestamp, sequence_id, event_len);
+    let buf = &mut region;
+    put_field(buf, keys::EVENT_TYPE, kind);
+    close_packet(buf, clock_id);
+    debug_assert!(region.filled(), "the packet's lengths were worked out wrong");
+}
+
+/// The bytes of a packet's own fields (timestamp, sequence id, flags, clock),
+/// keys included: all of it but its track event and interned data.
+#[inline]
+fn packet_fields_len(timestamp: u64, sequence_id: u32, clock_id: Option<u32>) -> usize {
+    let mut len = 1 + varint_len(timestamp) + 1 + varint_len(u64::from(sequence_id));
+    len += 1 + varint_len(u64::from(SEQ_NEEDS_INCREMENTAL_STATE));
+    if let Some(clock) = clock_id {
+        len += varint_len(keys::PACKET_TIMESTAMP_CLOCK_ID) + varint_len(u64::from(clock));
+    }
+    len
+}
+
+/// Makes room at the end of `buf` for a packet of `packet_len` bytes and
+/// writes its key and length, its timestamp and sequence id, and the key and
+/// length of its track event (of `event_len` bytes), which comes next.
+#[inline]
+fn open_packet(
+    buf: &mut Vec<u8>,
+    packet_len: usize,
+    timestamp: u64,
+    sequence_id: u32,
+    event_len: usize,
+) -> Region<'_> {
+    let total = 1 + varint_len(packet_len as u64) + packet_len;
+    let at = buf.len();
+    buf.resize(at + total, 0);
+    let mut region = Region::new(&mut buf[at..]);
+    region.push(PACKET_KEY);
+    put_varint(&mut region, packet_len as u64);
+    put_field(&mut region, keys::PACKET_TIMESTAMP, timestamp);
+    put_field(&mut region, keys::PACKET_SEQUENCE_ID, u64::from(sequence_id));
+    put_field(&mut region, keys::PACKET_TRACK_EVENT, event_len as u64);
+    region
+}
+
+/// Writes a packet's last fields, after its track event and interned data.
+#[inline]
+fn close_packet(buf: &mut Region<'_>, clock_id: Option<u32>) {
+    put_field(buf, keys::PACKET_SEQUENCE_FLAGS, u64::from(SEQ_NEEDS_INCREMENTAL_STATE));
+    if let Some(clock) = clock_id {
+        put_field(buf, keys::PACKET_TIMESTAMP_CLOCK_ID, u64::from(clock));
+    }
+}
+
 /// What follows a name that was cut.
 const ELLIPSIS: &str = "…";
 
@@ -94,28 +176,15 @@ pub(crate) fn put_track_event(
             interned_len += nested_len(interned_name_len(iid, field.name));
         }
     }
-    let mut packet_len = 1 + varint_len(timestamp) + 1 + varint_len(u64::from(sequence_id));
-    packet_len += nested_len(event_len);
+    let mut packet_len = packet_fields_len(timestamp, sequence_id, clock_id) + nested_len(event_len);
     if interned_len > 0 {
         packet_len += nested_len(interned_len);
     }
-    packet_len += 1 + varint_len(u64::from(SEQ_NEEDS_INCREMENTAL_STATE));
-    if let Some(clock) = clock_id {
-        packet_len += varint_len(keys::PACKET_TIMESTAMP_CLOCK_ID) + varint_len(u64::from(clock));
-    }
 
-    // The packet, fields in field-number order at each level.
-    // Written into a region of the chunk sized to the packet.
-    let total = 1 + varint_len(packet_len as u64) + packet_len;
-    let at = buf.len();
-    buf.resize(at + total, 0);
-    let mut region = Region::new(&mut buf[at..]);
+    // The packet, fields in field-number order at each level, written into a
+    // region of the chunk sized to the packet.
+    let mut region = open_packet(buf, packet_len, timestamp, sequence_id, event_len);
     let buf = &mut region;
-    buf.push(PACKET_KEY);
-    put_varint(buf, packet_len as u64);
-    put_field(buf, keys::PACKET_TIMESTAMP, timestamp);
-    put_field(buf, keys::PACKET_SEQUENCE_ID, u64::from(sequence_id));
-    put_field(buf, keys::PACKET_TRACK_EVENT, event_len as u64);
     if let Some(((iid, _), _)) = category {
         put_field(buf, keys::EVENT_CATEGORY_IIDS, iid);
     }
@@ -155,10 +224,7 @@ pub(crate) fn put_track_event(
             }
         }
     }
-    put_field(buf, keys::PACKET_SEQUENCE_FLAGS, u64::from(SEQ_NEEDS_INCREMENTAL_STATE));
-    if let Some(clock) = clock_id {
-        put_field(buf, keys::PACKET_TIMESTAMP_CLOCK_ID, u64::from(clock));
-    }
+    close_packet(buf, clock_id);
     debug_assert!(region.filled(), "the packet's lengths were worked out wrong");
 }
 

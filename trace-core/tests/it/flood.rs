@@ -1,5 +1,7 @@
-//! Threads that produce far faster than a slow sink writes: nothing blocks,
-//! and every record is either delivered or counted as dropped.
+//! Threads that produce far faster than a slow sink writes: past the memory
+//! budget they wait for the writer and nothing is lost; a writer stuck past
+//! the longest wait makes the capture drop, and every record is either
+//! delivered or counted as dropped.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -7,10 +9,12 @@ use std::sync::Arc;
 
 use trace_core::{Config, Event, Finish, Session, Sink};
 
-/// Sleeps on every thousandth event, far slower than the producers.
+/// Sleeps on every thousandth event, far slower than the producers; and, with
+/// `stuck_ms`, that long on its first event.
 struct Slow {
     delivered: Arc<AtomicU64>,
     n: u64,
+    stuck_ms: u64,
 }
 
 impl Sink for Slow {
@@ -25,6 +29,9 @@ impl Sink for Slow {
             self.delivered.fetch_add(1, Ordering::Relaxed);
         }
         self.n += 1;
+        if self.n == 1 && self.stuck_ms > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(self.stuck_ms));
+        }
         if self.n.is_multiple_of(1000) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
@@ -57,24 +64,18 @@ fn watch_rss(stop: Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandl
     })
 }
 
-#[test]
-fn a_flood_drops_and_counts_instead_of_blocking_or_losing_silently() {
-    let _heavy = crate::HEAVY.lock();
+/// Makes `THREADS` threads log `PER_THREAD` events each into a capture with a
+/// budget of `budget_mib` and the sink `sink`.
+fn flood(budget_mib: u64, sink: Slow) -> (trace_core::Report, u64) {
     let dir = tempfile::tempdir().unwrap();
-    const BUDGET_MIB: u64 = 16;
     let config = Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
         .unwrap()
         .unwrap()
-        .with_memory_budget(BUDGET_MIB as usize * 1024 * 1024);
+        .with_memory_budget(budget_mib as usize * 1024 * 1024);
     let rss_before = rss_kib();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = watch_rss(stop.clone());
-    let delivered = Arc::new(AtomicU64::new(0));
-    let session =
-        Session::start(&config, "flood", vec![Box::new(Slow { delivered: delivered.clone(), n: 0 })])
-            .unwrap();
-    const THREADS: u64 = 4;
-    const PER_THREAD: u64 = 500_000;
+    let session = Session::start(&config, "flood", vec![Box::new(sink)]).unwrap();
     session.in_scope(|| {
         let hs: Vec<_> = (0..THREADS)
             .map(|t| {
@@ -91,19 +92,52 @@ fn a_flood_drops_and_counts_instead_of_blocking_or_losing_silently() {
     let report = session.finish();
     stop.store(true, Ordering::Relaxed);
     let grew_kib = watcher.join().unwrap().saturating_sub(rss_before);
+    (report, grew_kib)
+}
+
+const THREADS: u64 = 4;
+const PER_THREAD: u64 = 500_000;
+
+#[test]
+fn a_flood_past_the_budget_waits_for_the_writer_and_loses_nothing() {
+    let _heavy = crate::HEAVY.lock();
+    const BUDGET_MIB: u64 = 16;
+    let delivered = Arc::new(AtomicU64::new(0));
+    let (report, grew_kib) = flood(BUDGET_MIB, Slow { delivered: delivered.clone(), n: 0, stuck_ms: 0 });
     let delivered = delivered.load(Ordering::Relaxed);
-    assert!(report.dropped_records > 0, "the writer fell behind on purpose");
-    assert_eq!(delivered + report.dropped_records, THREADS * PER_THREAD, "every record is accounted for");
-    assert!(report.warnings().iter().any(|w| w.contains("dropped")), "{:?}", report.warnings());
+    assert_eq!(report.dropped_records, 0, "{:?}", report.warnings());
+    assert_eq!(delivered, THREADS * PER_THREAD, "every record is written");
+    assert!(report.waited_ns > 0, "the writer fell behind on purpose: the threads waited for it");
     // The records waiting for the writer are bounded by the budget
     // (docs/reliability.md): the peak grew by the budget and the batches kept
     // for reuse, far less than the 2,000,000 records would take if kept.
     assert!(grew_kib < (BUDGET_MIB + 64) * 1024, "peak memory grew by {grew_kib} KiB");
     println!(
-        "reliability: flood: {} records from {THREADS} threads, {delivered} written, {} dropped and counted, \
-         peak memory grew by {} MiB",
+        "reliability: flood: {} records from {THREADS} threads, all written, the threads waited {} ms \
+         for the writer in all, peak memory grew by {} MiB",
+        THREADS * PER_THREAD,
+        report.waited_ns / 1_000_000,
+        grew_kib / 1024
+    );
+}
+
+#[test]
+fn a_writer_stuck_past_the_longest_wait_makes_the_capture_drop_and_count() {
+    let _heavy = crate::HEAVY.lock();
+    const BUDGET_MIB: u64 = 4;
+    let delivered = Arc::new(AtomicU64::new(0));
+    let (report, grew_kib) = flood(BUDGET_MIB, Slow { delivered: delivered.clone(), n: 0, stuck_ms: 1_500 });
+    let delivered = delivered.load(Ordering::Relaxed);
+    assert!(report.dropped_records > 0, "the writer was stuck on purpose");
+    assert_eq!(delivered + report.dropped_records, THREADS * PER_THREAD, "every record is accounted for");
+    assert!(report.warnings().iter().any(|w| w.contains("dropped")), "{:?}", report.warnings());
+    assert!(report.waited_ns >= 1_000_000_000, "a thread waited the longest wait: {} ns", report.waited_ns);
+    assert!(grew_kib < (BUDGET_MIB + 64) * 1024, "peak memory grew by {grew_kib} KiB");
+    println!(
+        "reliability: stuck writer: {} records from {THREADS} threads, {delivered} written, {} dropped and \
+         counted after a wait of {} ms",
         THREADS * PER_THREAD,
         report.dropped_records,
-        grew_kib / 1024
+        report.waited_ns / 1_000_000
     );
 }
