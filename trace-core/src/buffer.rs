@@ -548,12 +548,8 @@ impl Threads {
 
     /// Hands the calling thread's partial batch to the writer.
     pub(crate) fn flush_local(&self) {
-        let _ = self.peek_slot(|slot| {
-            let Some(mut local) = slot.buf.try_claim() else { return };
-            if !local.closed && !local.batch.raws.is_empty() {
-                self.handoff.hand_over(slot.buf.index, &mut local);
-            }
-        });
+        let _ =
+            self.peek_slot(|slot| self.hand_over_waiting(&slot.buf, |local| !local.batch.raws.is_empty()));
     }
 }
 
