@@ -1,0 +1,71 @@
+//! One capture of a loop of spans with two fields, for comparing two builds
+//! of the writer quickly: prints the total CPU time of the process per span
+//! (every thread, from before the capture starts to after its files are
+//! written), the calling thread's, and what the capture dropped or waited.
+//!
+//! ```text
+//! cargo bench -p cabin-trace-benches --bench spans -- [SPANS [SINKS]]
+//! ```
+//!
+//! `SINKS` is `default` (Chrome, Perfetto and the summary), `perfetto`
+//! (Perfetto and the summary) or `summary`; `SPANS` defaults to 200,000
+//! (2,000 when run as a test by `cargo test --benches`). The
+//! loop flushes every 10,000 spans, as the whole benchmark's first workload
+//! does, unless `SPANS_NO_FLUSH` is set. Files go to `/dev/shm` where it
+//! exists. To compare builds, copy each build's binary
+//! (`target/release/deps/spans-*`) aside and run the copies alternately: the
+//! machine's noise is larger than most single changes.
+
+use std::time::Instant;
+
+use trace_core::{Config, Session, Sink};
+
+mod support;
+
+fn main() {
+    // Run as a test (`cargo test --benches`, no `--bench`), a small loop checks it works.
+    let full = std::env::args().any(|a| a == "--bench");
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let default_spans = if full { 200_000 } else { 2_000 };
+    let spans: u64 = args.next().and_then(|s| s.replace('_', "").parse().ok()).unwrap_or(default_spans);
+    let which = args.next().unwrap_or_else(|| "default".to_string());
+    let flush = std::env::var_os("SPANS_NO_FLUSH").is_none();
+    let dir = support::Scratch::new("spans");
+    let config = Config::from_lookup("SPANS", &["chrome", "perfetto"], |name| {
+        (name == "SPANS_TRACE_DIR").then(|| dir.path().into())
+    })
+    .expect("a valid configuration")
+    .expect("SPANS_TRACE_DIR is set");
+    let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+    if which == "default" {
+        sinks.push(Box::new(trace_sink_chrome::ChromeSink::new()));
+    }
+    if which != "summary" {
+        sinks.push(Box::new(trace_sink_perfetto::PerfettoSink::new()));
+    }
+    sinks.push(Box::new(trace_summary::SummarySink::new()));
+    let (cpu0, wall) = (support::process_cpu_ns(), Instant::now());
+    let session = Session::start(&config, "spans", sinks).expect("the capture starts");
+    let thread0 = support::own_thread_cpu();
+    session.in_scope(|| {
+        for i in 0..spans {
+            drop(tracing::info_span!("bench_span", a = i, b = 7).entered());
+            if flush && i % 10_000 == 9_999 {
+                session.flush();
+            }
+        }
+    });
+    let calling = (support::own_thread_cpu() - thread0).as_nanos();
+    let report = session.finish();
+    let total = support::process_cpu_ns() - cpu0;
+    assert!(report.files.iter().all(|f| f.complete), "{:?}", report.warnings());
+    println!(
+        "{which}: {spans} spans: total CPU {:.0} ns/span, calling thread {:.0} ns/span, wall {:.0} ns/span; \
+         {} records dropped, waited {} ms",
+        total as f64 / spans as f64,
+        calling as f64 / spans as f64,
+        wall.elapsed().as_nanos() as f64 / spans as f64,
+        report.dropped_records,
+        report.waited_ns / 1_000_000
+    );
+}
