@@ -5,9 +5,30 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Interned strings of one kind on one sequence: iids count from 1.
+///
+/// Most lookups are of the same few strings at the same addresses (a call
+/// site's name and target, its fields' names), so a small table by address
+/// answers them first: a hit is confirmed by comparing the string with the
+/// one interned under that iid, which costs less than hashing it, and keeps
+/// the answer right whatever lives at that address now.
 #[derive(Debug, Default)]
 pub(crate) struct Interner {
     iids: HashMap<String, u64, FastHash>,
+    /// The interned strings, by iid - 1.
+    names: Vec<Box<str>>,
+    /// By address: the address of a string looked up lately and its iid.
+    recent: Recent,
+}
+
+const RECENT: usize = 64;
+
+#[derive(Debug)]
+struct Recent([(usize, u64); RECENT]);
+
+impl Default for Recent {
+    fn default() -> Self {
+        Recent([(0, 0); RECENT])
+    }
 }
 
 /// The maps the writer thread looks up per event: keyed by short strings and
@@ -54,11 +75,40 @@ impl Interner {
     /// gives the string with the iid).
     #[inline]
     pub(crate) fn intern(&mut self, s: &str) -> (u64, bool) {
-        if let Some(&iid) = self.iids.get(s) {
+        let addr = s.as_ptr() as usize;
+        let slot = ((addr >> 3) ^ (addr >> 10)) % RECENT;
+        let (seen, iid) = self.recent.0[slot];
+        if seen == addr && iid != 0 && self.names.get(iid as usize - 1).is_some_and(|n| **n == *s) {
             return (iid, false);
         }
-        let iid = self.iids.len() as u64 + 1;
-        self.iids.insert(s.to_string(), iid);
-        (iid, true)
+        let found = match self.iids.get(s) {
+            Some(&iid) => (iid, false),
+            None => {
+                let iid = self.iids.len() as u64 + 1;
+                self.iids.insert(s.to_string(), iid);
+                self.names.push(s.into());
+                (iid, true)
+            }
+        };
+        self.recent.0[slot] = (addr, found.0);
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_string_at_the_address_of_an_interned_one_gets_its_own_iid() {
+        let mut interner = Interner::default();
+        let mut buf = String::from("compile");
+        assert_eq!(interner.intern(&buf), (1, true));
+        assert_eq!(interner.intern(&buf), (1, false), "the same string, found by its address");
+        // Other text at the same address: the address alone must not answer.
+        buf.replace_range(.., "linking");
+        assert_eq!(interner.intern(&buf), (2, true));
+        assert_eq!(interner.intern("compile"), (1, false), "found by its text from anywhere");
+        assert_eq!(interner.intern(&buf), (2, false));
     }
 }
