@@ -111,7 +111,9 @@ mod subscriber;
 mod writer;
 
 pub use capture::ROOT_TARGET;
-pub use config::{Config, ConfigError, ErrorKind, DEFAULT_FILTER};
+pub use config::{
+    Config, ConfigError, ErrorKind, DEFAULT_CPU, DEFAULT_FILTER, DEFAULT_SAMPLE, MAX_SAMPLE, MIN_SAMPLE,
+};
 pub use event::{
     Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Resources, Since, Site, Start, Tid, Value,
 };
