@@ -169,6 +169,20 @@ pub enum Event<'a> {
     LaneReport(&'a LaneReport),
 }
 
+/// One reading of the process's resident memory and CPU time, taken by the
+/// capture's sampler (`<P>_TRACE_SAMPLE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessSample {
+    /// When, in monotonic nanoseconds.
+    pub ts: u64,
+    /// The process's resident set (its working set on Windows), in bytes;
+    /// `None` where it could not be read.
+    pub resident_bytes: Option<u64>,
+    /// CPU time (user and system, every thread) the process has used since
+    /// it started, in nanoseconds; `None` where it could not be read.
+    pub cpu_ns: Option<u64>,
+}
+
 /// Facts about the capture, given to each sink before the first event.
 ///
 /// Build one with `..Start::default()` for the fields a caller does not set, so

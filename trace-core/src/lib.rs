@@ -115,7 +115,8 @@ pub use config::{
     Config, ConfigError, ErrorKind, DEFAULT_CPU, DEFAULT_FILTER, DEFAULT_SAMPLE, MAX_SAMPLE, MIN_SAMPLE,
 };
 pub use event::{
-    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Resources, Since, Site, Start, Tid, Value,
+    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, ProcessSample, Resources, Since, Site,
+    Start, Tid, Value,
 };
 pub use family::{parse_traceparent, Family, TraceId, PARENT_VAR, TRACEPARENT_VAR};
 pub use layer::CaptureLayer;
