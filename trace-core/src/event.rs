@@ -79,6 +79,24 @@ impl Site<'static> {
     }
 }
 
+/// The thread CPU clock ([`crate::os::thread_cpu_ns`]) read at a span's
+/// begin and at its end, on the thread it ran on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadCpu {
+    /// The reading at the begin, in nanoseconds.
+    pub begin_ns: u64,
+    /// The reading at the end, in nanoseconds.
+    pub end_ns: u64,
+}
+
+impl ThreadCpu {
+    /// The CPU time the thread spent inside the span, in nanoseconds (its
+    /// children's included, as its wall-clock duration includes them).
+    pub fn ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.begin_ns)
+    }
+}
+
 /// One slice of an external lane: work done outside the traced process (a
 /// build action run by Ninja, a test executable), placed on the capture's clock.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -133,6 +151,9 @@ pub enum Event<'a> {
         site: Site<'a>,
         /// The fields known when it was entered.
         fields: &'a [Field<'a>],
+        /// The thread's CPU clock when it was entered, in nanoseconds, for
+        /// spans at the levels `<P>_TRACE_CPU` selects; `None` otherwise.
+        thread_cpu_ns: Option<u64>,
     },
     /// The innermost open span of a thread was exited.
     SpanEnd {
@@ -151,6 +172,10 @@ pub enum Event<'a> {
         /// True when the span did not end by itself: still open when the capture
         /// finished, or its end was lost with a dropped batch.
         unclosed: bool,
+        /// The thread's CPU clock at the begin and at the end, for spans at
+        /// the levels `<P>_TRACE_CPU` selects that ended by themselves;
+        /// `None` otherwise.
+        cpu: Option<ThreadCpu>,
     },
     /// A `tracing` event: a point in time.
     Instant {

@@ -116,7 +116,7 @@ pub use config::{
 };
 pub use event::{
     Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, ProcessSample, Resources, Since, Site,
-    Start, Tid, Value,
+    Start, ThreadCpu, Tid, Value,
 };
 pub use family::{parse_traceparent, Family, TraceId, PARENT_VAR, TRACEPARENT_VAR};
 pub use layer::CaptureLayer;

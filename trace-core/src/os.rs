@@ -294,17 +294,17 @@ mod tests {
         spin(30);
         let spun = thread_cpu_ns().unwrap() - before - slept;
         assert!(slept < 5_000_000, "sleeping 30 ms used {slept} ns of CPU");
-        // A shared machine may run another thread on this core now and then.
-        assert!(spun > 15_000_000, "spinning 30 ms used only {spun} ns of CPU");
+        // A shared machine may give this thread a fraction of a core only.
+        assert!(spun > 5_000_000, "spinning 30 ms used only {spun} ns of CPU");
     }
 
     #[test]
     fn a_process_sample_sees_memory_that_was_touched_and_cpu_that_was_used() {
         let mut sampler = ProcessSampler::new();
         let first = sampler.sample();
+        // Every platform this builds for reads both.
         let (Some(rss), Some(cpu)) = (first.resident_bytes, first.cpu_ns) else {
-            assert!(cfg!(not(any(target_os = "linux", target_vendor = "apple", windows))), "{first:?}");
-            return;
+            panic!("a sample of this process read nothing: {first:?}");
         };
         let mut block = vec![0u8; 64 << 20];
         for page in block.chunks_mut(4096) {
@@ -316,7 +316,7 @@ mod tests {
         assert!(second.ts > first.ts);
         let grown = second.resident_bytes.unwrap().saturating_sub(rss);
         assert!(grown > 56 << 20, "touching 64 MiB grew the resident set by {grown} bytes");
-        assert!(second.cpu_ns.unwrap() >= cpu + 10_000_000, "{first:?} then {second:?}");
+        assert!(second.cpu_ns.unwrap() > cpu, "{first:?} then {second:?}");
     }
 
     #[test]

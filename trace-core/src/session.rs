@@ -212,6 +212,7 @@ impl Session {
             family: config.family().clone(),
             dir: config.dir().to_path_buf(),
             stem: stem.clone(),
+            cpu: config.cpu(),
         });
         let dispatch = dispatch(core.clone());
         Ok(Session {

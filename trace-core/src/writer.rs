@@ -35,7 +35,7 @@ use tracing_core::Metadata;
 
 use crate::buffer::{Msg, Taken, Threads};
 use crate::clock::Anchors;
-use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site, Start, Tid};
+use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site, Start, ThreadCpu, Tid};
 use crate::record::{raw_value, Batch, Kind, OwnedLane, OwnedValue, Raw};
 use crate::sink::{CheckedWriter, Sink};
 
@@ -166,6 +166,8 @@ struct Open {
     begin_ts: u64,
     meta: &'static Metadata<'static>,
     recorded: OwnedFields,
+    /// The thread CPU clock at the begin, when read.
+    begin_cpu: Option<u64>,
 }
 
 /// What arrived from one thread, in its order.
@@ -499,7 +501,9 @@ impl Writer {
         }
     }
 
-    fn end_slice(&mut self, tid: Tid, open: Open, ts: u64, unclosed: bool) {
+    /// Ends `open` at `ts`; `end_cpu` is the thread CPU clock at its exit
+    /// (`None` for a span the writer closes itself).
+    fn end_slice(&mut self, tid: Tid, open: Open, ts: u64, unclosed: bool, end_cpu: Option<u64>) {
         let all = FieldBuf::owned(self.spans.get(&open.id));
         let recorded = FieldBuf::owned(Some(&open.recorded));
         let event = Event::SpanEnd {
@@ -510,6 +514,7 @@ impl Writer {
             fields: all.as_slice(),
             recorded: recorded.as_slice(),
             unclosed,
+            cpu: open.begin_cpu.zip(end_cpu).map(|(begin_ns, end_ns)| ThreadCpu { begin_ns, end_ns }),
         };
         feed(&mut self.sinks, &event);
         let mut recorded = open.recorded;
@@ -555,12 +560,18 @@ impl Writer {
                 let Some(lane) = self.lanes[i].as_ref() else { return };
                 let tid = lane.tid;
                 let fields = FieldBuf::owned(self.spans.get(&raw.id));
-                let event =
-                    Event::SpanBegin { thread: tid, ts, site: Site::of(meta), fields: fields.as_slice() };
+                let begin_cpu = raw.thread_cpu_ns();
+                let event = Event::SpanBegin {
+                    thread: tid,
+                    ts,
+                    site: Site::of(meta),
+                    fields: fields.as_slice(),
+                    thread_cpu_ns: begin_cpu,
+                };
                 feed(&mut self.sinks, &event);
                 let recorded = self.spare.pop().unwrap_or_default();
                 if let Some(lane) = self.lanes[i].as_mut() {
-                    lane.stack.push(Open { id: raw.id, begin_ts: ts, meta, recorded });
+                    lane.stack.push(Open { id: raw.id, begin_ts: ts, meta, recorded, begin_cpu });
                 }
             }
             Kind::Exit => {
@@ -582,10 +593,10 @@ impl Writer {
                 }
                 for open in above {
                     let end = gap_ns.map_or(ts, |g| g.clamp(open.begin_ts, ts));
-                    self.end_slice(tid, open, end, true);
+                    self.end_slice(tid, open, end, true, None);
                 }
                 if let Some(own) = own {
-                    self.end_slice(tid, own, ts, false);
+                    self.end_slice(tid, own, ts, false, raw.thread_cpu_ns());
                 }
             }
             Kind::Close => {
@@ -682,7 +693,7 @@ impl Writer {
             let open: Vec<Open> = lane.stack.drain(..).rev().collect();
             for o in open {
                 self.unclosed += 1;
-                self.end_slice(tid, o, end_ns, true);
+                self.end_slice(tid, o, end_ns, true, None);
             }
         }
         let dropped = self.threads.handoff.dropped.load(Ordering::Relaxed);

@@ -371,7 +371,7 @@ mod tests {
         let created = [Field { name: "unit", value: Value::Str("a.c") }];
         let all = [created[0], Field { name: "exit_code", value: Value::I64(0) }];
         let events = [
-            Event::SpanBegin { thread: 7, ts: 2_000, site: SITE, fields: &created },
+            Event::SpanBegin { thread: 7, ts: 2_000, site: SITE, fields: &created, thread_cpu_ns: None },
             Event::SpanEnd {
                 thread: 7,
                 ts: 5_500,
@@ -380,6 +380,7 @@ mod tests {
                 fields: &all,
                 recorded: &all[1..],
                 unclosed: false,
+                cpu: None,
             },
         ];
         let out = run(&events, 0);
@@ -403,6 +404,7 @@ mod tests {
             fields: &[],
             recorded: &[],
             unclosed: true,
+            cpu: None,
         }];
         let out = run(&events, 0);
         let span = out.iter().find(|e| e["name"] == "compile").unwrap();

@@ -298,7 +298,7 @@ mod tests {
         instant_fields.extend_from_slice(&fields);
         let mut round = |ts: u64, out: &mut dyn Write| {
             let events = [
-                Event::SpanBegin { thread: 7, ts, site, fields: &fields },
+                Event::SpanBegin { thread: 7, ts, site, fields: &fields, thread_cpu_ns: None },
                 Event::Instant { thread: 7, ts: ts + 1, site, fields: &instant_fields },
                 Event::SpanEnd {
                     thread: 7,
@@ -308,6 +308,7 @@ mod tests {
                     fields: &fields,
                     recorded: &fields[..1],
                     unclosed: ts.is_multiple_of(20),
+                    cpu: None,
                 },
                 Event::Lane(LaneSlice {
                     lane: "ninja",
@@ -405,7 +406,7 @@ mod tests {
         let site = COMPILE;
         let events = [
             Event::ThreadName { thread: 77, name: "main" },
-            Event::SpanBegin { thread: 77, ts: 10_100, site, fields: &[] },
+            Event::SpanBegin { thread: 77, ts: 10_100, site, fields: &[], thread_cpu_ns: None },
             Event::SpanEnd {
                 thread: 77,
                 ts: 10_300,
@@ -414,6 +415,7 @@ mod tests {
                 fields: &[],
                 recorded: &[],
                 unclosed: true,
+                cpu: None,
             },
         ];
         for e in &events {

@@ -5,6 +5,7 @@
 mod alloc;
 mod bad_input;
 mod collect;
+mod cpu;
 mod cross_thread;
 mod filter_props;
 mod flood;

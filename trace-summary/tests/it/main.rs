@@ -217,6 +217,7 @@ fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
             fields: &fields,
             recorded: &[],
             unclosed,
+            cpu: None,
         };
         sink.event(&end, &mut out).unwrap();
     }
