@@ -10,7 +10,10 @@
 //!   and for a child `cabin_trace_parent_span_id` (`args.span_id`) and
 //!   `cabin_trace_parent_stem` (`args.stem`);
 //! - a span is one complete (`X`) event on its thread's lane, written when
-//!   the span ends: `ts` is its begin, `dur` its length, and `args` every
+//!   the span ends: `ts` is its begin, `dur` its length, for the spans
+//!   `<P>_TRACE_CPU` selects `tts` and `tdur` the thread's CPU clock at its
+//!   begin and the CPU time the thread spent inside it (microseconds, like
+//!   `ts` and `dur`), and `args` every
 //!   field it holds at its end (those given at creation merged with those
 //!   recorded later), so that a viewer which keys frames by name and `args`
 //!   (speedscope) sees one frame per span, not a begin and an end that differ;
@@ -269,12 +272,18 @@ impl Sink for ChromeSink {
             Event::ThreadName { thread, name, .. } => {
                 self.out.metadata("thread_name", (pid, thread), "name", Some(name), 0);
             }
-            Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, .. } => {
+            Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, cpu, .. } => {
                 let ph: &[u8] = if unclosed { br#""B""# } else { br#""X""# };
                 let b = self.out.timed((site.name, b""), Some(site.target), ph, (pid, thread), begin_ts);
                 if !unclosed {
                     b.extend_from_slice(br#","dur":"#);
                     micros(b, ts.saturating_sub(begin_ts));
+                }
+                if let (Some(cpu), false) = (cpu, unclosed) {
+                    b.extend_from_slice(br#","tts":"#);
+                    micros(b, cpu.begin_ns);
+                    b.extend_from_slice(br#","tdur":"#);
+                    micros(b, cpu.ns());
                 }
                 let mut args = Args::new(b);
                 args.fields(fields);
@@ -365,6 +374,46 @@ mod tests {
         file: Some("src/b.rs"),
         line: Some(7),
     };
+
+    #[test]
+    fn a_span_with_thread_cpu_time_gives_it_as_tts_and_tdur_in_microseconds() {
+        let cpu = trace_core::ThreadCpu { begin_ns: 7_000_500, end_ns: 9_500_500 };
+        let events = [
+            Event::SpanBegin {
+                thread: 7,
+                ts: 2_000,
+                site: SITE,
+                fields: &[],
+                thread_cpu_ns: Some(7_000_500),
+            },
+            Event::SpanEnd {
+                thread: 7,
+                ts: 5_000_000,
+                begin_ts: 2_000,
+                site: SITE,
+                fields: &[],
+                recorded: &[],
+                unclosed: false,
+                cpu: Some(cpu),
+            },
+        ];
+        let out = run(&events, 0);
+        let span = out.iter().find(|e| e["name"] == "compile").unwrap();
+        assert_eq!((&span["tts"], &span["tdur"]), (&json!(7000.5), &json!(2500.0)), "{span}");
+        let without = [Event::SpanEnd {
+            thread: 7,
+            ts: 5_000,
+            begin_ts: 2_000,
+            site: SITE,
+            fields: &[],
+            recorded: &[],
+            unclosed: false,
+            cpu: None,
+        }];
+        let out = run(&without, 0);
+        let span = out.iter().find(|e| e["name"] == "compile").unwrap();
+        assert!(span.get("tts").is_none() && span.get("tdur").is_none(), "{span}");
+    }
 
     #[test]
     fn a_span_is_one_complete_event_written_at_its_end_with_every_field_in_its_args() {
