@@ -17,7 +17,12 @@
 //! - A span is a `SLICE_BEGIN`/`SLICE_END` pair on its thread's track; its
 //!   fields are debug annotations of the begin, fields recorded after the
 //!   begin are annotations of the end (viewers merge them into the slice), and
-//!   a span the capture had to close itself gets `unclosed = true`.
+//!   a span the capture had to close itself gets `unclosed = true`. A span
+//!   that read the thread CPU clock (`<P>_TRACE_CPU`) samples its thread's
+//!   `thread CPU time` counter track (a child of the thread's track, of the
+//!   built-in type `COUNTER_THREAD_TIME_NS`, absolute nanoseconds) on its
+//!   begin and end (`extra_counter_track_uuids`, `extra_counter_values`),
+//!   which the Perfetto UI shows as the slice's thread duration.
 //! - A `tracing` event is an `INSTANT` named after its message (its first
 //!   line, cut to 60 characters with an ellipsis: the name the Chrome sink
 //!   gives it), with its fields (the full `message` among them), its `level`
@@ -199,11 +204,11 @@ impl Sink for PerfettoSink {
         let state = self.state(out)?;
         match *event {
             Event::ThreadName { thread, name, .. } => state.thread(thread, Some(name), out),
-            Event::SpanBegin { thread, ts, site, fields, .. } => {
-                state.span_begin(thread, ts, site, fields, out)
+            Event::SpanBegin { thread, ts, site, fields, thread_cpu_ns, .. } => {
+                state.span_begin(thread, ts, site, fields, thread_cpu_ns, out)
             }
-            Event::SpanEnd { thread, ts, recorded, unclosed, .. } => {
-                state.span_end(thread, ts, recorded, unclosed, out)
+            Event::SpanEnd { thread, ts, recorded, unclosed, cpu, .. } => {
+                state.span_end(thread, ts, recorded, unclosed, cpu, out)
             }
             Event::Instant { thread, ts, site, fields, .. } => state.instant(thread, ts, site, fields, out),
             Event::Lane(ref slice) => state.lane(slice, out),

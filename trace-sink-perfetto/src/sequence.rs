@@ -260,6 +260,8 @@ mod tests {
                 debug_annotations,
                 name: spec.full_name.map(|(s, cut)| if cut { format!("{s}…") } else { s.to_string() }),
                 counter_value: spec.counter,
+                extra_counter_track_uuids: spec.extra_counter.map(|(t, _)| t).into_iter().collect(),
+                extra_counter_values: spec.extra_counter.map(|(_, v)| v).into_iter().collect(),
                 ..Default::default()
             }),
             ..Default::default()
@@ -316,6 +318,7 @@ mod tests {
             extra: Vec<(String, Owned)>,
             full_name: Option<(String, bool)>,
             counter: Option<i64>,
+            extra_counter: Option<(u64, i64)>,
         }
 
         /// Names and texts: a few that recur (interned once, then reused),
@@ -364,9 +367,10 @@ mod tests {
                 prop::collection::vec((text(), value()), 0..2),
                 prop::option::of((text(), any::<bool>())),
                 prop::option::of(prop_oneof![any::<i64>(), 0..300i64]),
+                prop::option::of((any::<u64>(), prop_oneof![any::<i64>(), 0..1_000_000_000i64])),
             )
                 .prop_map(
-                    |(step, kind, track, name, category, fields, extra, full_name, counter)| Ev {
+                    |(
                         step,
                         kind,
                         track,
@@ -376,6 +380,18 @@ mod tests {
                         extra,
                         full_name,
                         counter,
+                        extra_counter,
+                    )| Ev {
+                        step,
+                        kind,
+                        track,
+                        name,
+                        category,
+                        fields,
+                        extra,
+                        full_name,
+                        counter,
+                        extra_counter,
                     },
                 )
         }
@@ -420,6 +436,7 @@ mod tests {
                         extra: &x,
                         full_name: ev.full_name.as_ref().map(|(s, cut)| (s.as_str(), *cut)),
                         counter: ev.counter,
+                        extra_counter: ev.extra_counter,
                     };
                     hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
                     event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();

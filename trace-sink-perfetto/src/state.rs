@@ -4,14 +4,15 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use trace_core::{Field, Finish, LaneSlice, Site, Tid, Value};
+use trace_core::{Field, Finish, LaneSlice, Site, ThreadCpu, Tid, Value};
 // The one naming rule of instants, so that both files name them alike.
 use trace_sink_chrome::instant_name;
 
 use crate::chunk::Encoder;
 use crate::clock::Timestamps;
 use crate::format::{
-    CHILD_ORDERING_EXPLICIT, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END, UNIT_COUNT,
+    CHILD_ORDERING_EXPLICIT, COUNTER_THREAD_TIME_NS, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN,
+    TYPE_SLICE_END, UNIT_COUNT, UNIT_TIME_NS,
 };
 use crate::ids::{Ids, TrackKind};
 use crate::intern::FastHash;
@@ -47,6 +48,10 @@ pub(crate) struct State {
     /// The sequence of the process and lane tracks and of the lanes' slices.
     process: Sequence,
     pub(crate) threads: HashMap<Tid, Sequence, FastHash>,
+    /// Each thread's track and the index of its sequence.
+    thread_tracks: HashMap<Tid, (u64, u32), FastHash>,
+    /// Each thread's CPU-time counter track, declared on its first use.
+    cpu_tracks: HashMap<Tid, u64, FastHash>,
     /// Sequences started so far, the process's included: the next one's index.
     sequences: u32,
     lanes: Vec<Lane>,
@@ -110,6 +115,8 @@ impl State {
             process_track,
             process,
             threads: HashMap::default(),
+            thread_tracks: HashMap::default(),
+            cpu_tracks: HashMap::default(),
             sequences: 1,
             lanes: Vec::new(),
             enc,
@@ -153,7 +160,57 @@ impl State {
             },
         )?;
         self.threads.insert(thread, sequence);
+        self.thread_tracks.insert(thread, (track, index));
         Ok(())
+    }
+
+    /// The uuid of `thread`'s CPU-time counter, declared on its sequence the
+    /// first time: a child of the thread's track whose values (absolute
+    /// nanoseconds of the thread's CPU clock) the slices' begins and ends
+    /// carry, which the trace processor turns into each slice's thread
+    /// timestamp and thread duration.
+    fn cpu_track(&mut self, thread: Tid, out: &mut dyn Write) -> io::Result<u64> {
+        if let Some(&uuid) = self.cpu_tracks.get(&thread) {
+            return Ok(uuid);
+        }
+        self.thread(thread, None, out)?;
+        let Some(&(track, index)) = self.thread_tracks.get(&thread) else {
+            return Err(io::Error::other("the Perfetto sink lost a thread's track"));
+        };
+        let uuid = self.ids.track(TrackKind::ThreadCpu, u64::from(index));
+        if let Some(sequence) = self.threads.get_mut(&thread) {
+            sequence.describe(
+                &mut self.enc,
+                out,
+                TrackDescriptor {
+                    uuid: Some(uuid),
+                    parent_uuid: Some(track),
+                    name: Some("thread CPU time".to_string()),
+                    counter: Some(CounterDescriptor {
+                        r#type: Some(COUNTER_THREAD_TIME_NS),
+                        unit: Some(UNIT_TIME_NS),
+                        is_incremental: Some(false),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )?;
+        }
+        self.cpu_tracks.insert(thread, uuid);
+        Ok(uuid)
+    }
+
+    /// The thread CPU-time sample of a slice's begin or end, if it has one.
+    fn cpu_sample(
+        &mut self,
+        thread: Tid,
+        ns: Option<u64>,
+        out: &mut dyn Write,
+    ) -> io::Result<Option<(u64, i64)>> {
+        match ns {
+            Some(ns) => Ok(Some((self.cpu_track(thread, out)?, i64::try_from(ns).unwrap_or(i64::MAX)))),
+            None => Ok(None),
+        }
     }
 
     /// Writes a track event on `thread`'s sequence.
@@ -318,7 +375,7 @@ impl State {
                 uuid: Some(uuid),
                 parent_uuid: Some(self.process_track),
                 name: Some("trace records dropped".to_string()),
-                counter: Some(CounterDescriptor { unit: Some(UNIT_COUNT) }),
+                counter: Some(CounterDescriptor { unit: Some(UNIT_COUNT), ..Default::default() }),
                 ..Default::default()
             },
         )?;
@@ -342,6 +399,7 @@ impl State {
         ts: u64,
         site: Site<'_>,
         fields: &[Field<'_>],
+        thread_cpu_ns: Option<u64>,
         out: &mut dyn Write,
     ) -> io::Result<()> {
         let spec = EventSpec {
@@ -350,6 +408,7 @@ impl State {
             name: Some(site.name),
             category: Some(site.target),
             fields,
+            extra_counter: self.cpu_sample(thread, thread_cpu_ns, out)?,
             ..EventSpec::default()
         };
         self.thread_event(thread, &spec, out)
@@ -362,6 +421,7 @@ impl State {
         ts: u64,
         recorded: &[Field<'_>],
         unclosed: bool,
+        cpu: Option<ThreadCpu>,
         out: &mut dyn Write,
     ) -> io::Result<()> {
         self.unclosed += u64::from(unclosed);
@@ -370,6 +430,7 @@ impl State {
             kind: TYPE_SLICE_END,
             fields: recorded,
             extra: if unclosed { &UNCLOSED } else { &[] },
+            extra_counter: self.cpu_sample(thread, cpu.map(|c| c.end_ns), out)?,
             ..EventSpec::default()
         };
         self.thread_event(thread, &spec, out)
