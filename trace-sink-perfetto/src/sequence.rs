@@ -357,7 +357,7 @@ mod tests {
         }
 
         fn event() -> impl Strategy<Value = Ev> {
-            (
+            let ev = (
                 step(),
                 prop_oneof![4 => 1..=3i32, 1 => any::<i32>()],
                 prop::option::of(any::<u64>()),
@@ -367,10 +367,9 @@ mod tests {
                 prop::collection::vec((text(), value()), 0..2),
                 prop::option::of((text(), any::<bool>())),
                 prop::option::of(prop_oneof![any::<i64>(), 0..300i64]),
-                prop::option::of((any::<u64>(), prop_oneof![any::<i64>(), 0..1_000_000_000i64])),
             )
                 .prop_map(
-                    |(
+                    |(step, kind, track, name, category, fields, extra, full_name, counter)| Ev {
                         step,
                         kind,
                         track,
@@ -380,20 +379,12 @@ mod tests {
                         extra,
                         full_name,
                         counter,
-                        extra_counter,
-                    )| Ev {
-                        step,
-                        kind,
-                        track,
-                        name,
-                        category,
-                        fields,
-                        extra,
-                        full_name,
-                        counter,
-                        extra_counter,
+                        extra_counter: None,
                     },
-                )
+                );
+            let extra_counter =
+                prop::option::of((any::<u64>(), prop_oneof![any::<i64>(), 0..1_000_000_000i64]));
+            (ev, extra_counter).prop_map(|(ev, extra_counter)| Ev { extra_counter, ..ev })
         }
 
         fn fields(owned: &[(String, Owned)]) -> Vec<Field<'_>> {
