@@ -90,6 +90,7 @@ use tracing_subscriber::{Layer, Registry};
 
 pub use lanes::{run_ninja, run_test, wait_child, NinjaRun, NINJA_LANE, TESTS_LANE};
 pub use ninja_log;
+pub use trace_core::os;
 pub use trace_core::{
     bind, current, spawn, ChildUsage, Config, ConfigError, ErrorKind, Family, FileStatus, Handle, Report,
     Session, Sink, PARENT_VAR, TRACEPARENT_VAR,

@@ -192,6 +192,11 @@ pub enum Event<'a> {
     Lane(LaneSlice<'a>),
     /// What an external lane's source reported (sent once per lane).
     LaneReport(&'a LaneReport),
+    /// A sample of the process's resident memory and CPU time, taken every
+    /// `<P>_TRACE_SAMPLE` interval while the capture runs (and once at its
+    /// start and finish). Samples come in time order among themselves, not
+    /// necessarily among the spans' events.
+    ProcessSample(ProcessSample),
 }
 
 /// One reading of the process's resident memory and CPU time, taken by the
@@ -206,6 +211,17 @@ pub struct ProcessSample {
     /// CPU time (user and system, every thread) the process has used since
     /// it started, in nanoseconds; `None` where it could not be read.
     pub cpu_ns: Option<u64>,
+}
+
+impl ProcessSample {
+    /// The CPU the process used between `earlier` and this sample, in
+    /// percent of one core (200 is two cores busy); `None` when either
+    /// lacks its CPU time or no time passed.
+    pub fn cpu_percent_since(&self, earlier: &ProcessSample) -> Option<f64> {
+        let cpu = self.cpu_ns?.checked_sub(earlier.cpu_ns?)?;
+        let wall = self.ts.checked_sub(earlier.ts).filter(|ns| *ns > 0)?;
+        Some(cpu as f64 * 100.0 / wall as f64)
+    }
 }
 
 /// Facts about the capture, given to each sink before the first event.

@@ -105,6 +105,7 @@ mod layer;
 pub mod os;
 mod record;
 mod ring;
+mod sampler;
 mod session;
 mod sink;
 mod subscriber;

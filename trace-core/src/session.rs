@@ -74,6 +74,10 @@ pub struct Session {
     partials: Vec<PathBuf>,
     stem: String,
     usage_start: Usage,
+    /// The sampler thread, when `<P>_TRACE_SAMPLE` is not `off` and it started.
+    sampler: Option<crate::sampler::Sampler>,
+    /// Why the sampler thread did not start, for the report.
+    sampler_error: Option<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -215,6 +219,15 @@ impl Session {
             cpu: config.cpu(),
         });
         let dispatch = dispatch(core.clone());
+        let (sampler, sampler_error) = match config.sample() {
+            None => (None, None),
+            Some(interval) => match crate::sampler::Sampler::start(interval, core.threads.handoff.tx.clone())
+            {
+                Ok(s) => (Some(s), None),
+                // The capture goes on without memory and CPU counters, and says so.
+                Err(e) => (None, Some(e.to_string())),
+            },
+        };
         Ok(Session {
             core,
             dispatch,
@@ -223,6 +236,8 @@ impl Session {
             partials,
             stem,
             usage_start: Usage::now(),
+            sampler,
+            sampler_error,
         })
     }
 
@@ -292,7 +307,12 @@ impl Session {
                 dropped_records: 0,
                 unclosed_spans: 0,
                 late_records: 0,
+                sampler_error: None,
             };
+        }
+        // Its last sample comes before the end.
+        if let Some(mut sampler) = self.sampler.take() {
+            sampler.stop();
         }
         let end_rel = self.core.rel_now();
         let resources = Usage::now().since(&self.usage_start, &self.core.children);
@@ -343,6 +363,7 @@ impl Session {
             dropped_records: handoff.dropped.load(Ordering::Relaxed),
             unclosed_spans,
             late_records: handoff.late.load(Ordering::Relaxed),
+            sampler_error: self.sampler_error.take(),
         }
     }
 }
@@ -372,6 +393,10 @@ pub struct Report {
     /// not written. Records arriving after [`Session::finish`] returned are
     /// not counted anywhere.
     pub late_records: u64,
+    /// Why the sampler of memory and CPU (`<P>_TRACE_SAMPLE`) could not
+    /// start its thread: the trace then has no such counters. `None` when it
+    /// ran or was off.
+    pub sampler_error: Option<String>,
 }
 
 impl Report {
@@ -404,6 +429,11 @@ impl Report {
             out.push(format!(
                 "warning: {} spans were still open when the trace finished; they end at the finish, marked unclosed",
                 self.unclosed_spans
+            ));
+        }
+        if let Some(e) = &self.sampler_error {
+            out.push(format!(
+                "warning: the trace has no memory and CPU counters: their sampler thread did not start ({e})"
             ));
         }
         if self.late_records > 0 {

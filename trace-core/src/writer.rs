@@ -650,6 +650,7 @@ impl Writer {
             }
             Msg::Lane(lane) => self.lane_slice(lane),
             Msg::LaneReport(report) => self.emit(&Event::LaneReport(&report)),
+            Msg::Sample(sample) => self.emit(&Event::ProcessSample(sample)),
             Msg::Finish { end_rel, resources } => return Some((end_rel, resources)),
             Msg::Sync(done) => {
                 self.advance();

@@ -29,6 +29,10 @@
 //!   call site's name;
 //! - an external lane (Ninja's actions, test executables) is a process of its
 //!   own with one thread per sub-lane, its slices as `X` events;
+//! - the process's samples (`<P>_TRACE_SAMPLE`) are two counters (`C`) of
+//!   the process: [`MEMORY_COUNTER`] (series `bytes`, the resident set at
+//!   each sample) and [`CPU_COUNTER`] (series `percent`, of one core, the
+//!   CPU used from one sample to the next, placed at the first of the two);
 //! - loss is said where a viewer looks: when records were dropped, a
 //!   global instant `trace records dropped (N)` at the finish and a counter
 //!   (`C`) `trace records` whose one series, `dropped`, is 0 at the start and
@@ -99,6 +103,11 @@ pub const NAME_CHARS: usize = 60;
 /// The category of the sink's own events.
 const OWN_CATEGORY: &str = "cabin_trace";
 
+/// The counter (`C`) of the process's resident memory, series `bytes`.
+pub const MEMORY_COUNTER: &str = "process resident memory";
+/// The counter (`C`) of the process's CPU usage, series `percent` (of one core).
+pub const CPU_COUNTER: &str = "process CPU usage";
+
 /// The name of an instant whose message is `message`: its first line, cut
 /// to [`NAME_CHARS`] characters on a character boundary, and whether
 /// anything was cut (the name then ends with an ellipsis, which counts in
@@ -142,6 +151,8 @@ pub struct ChromeSink {
     lanes: Vec<(String, Vec<u32>)>,
     /// Spans written as unclosed, for the marker at the finish.
     unclosed: u64,
+    /// The previous process sample, for the CPU usage between it and the next.
+    last_sample: Option<trace_core::ProcessSample>,
     out: Events,
     /// The `:line` after a location's file, reused.
     line: Vec<u8>,
@@ -227,6 +238,35 @@ impl ChromeSink {
         self.out.close();
     }
 
+    /// A process sample: the resident memory at its time, and the CPU usage
+    /// since the previous sample, placed at the previous sample's time (a
+    /// counter holds its value until the next one).
+    fn process_sample(&mut self, sample: &trace_core::ProcessSample) {
+        let pid = self.pid();
+        if let Some(bytes) = sample.resident_bytes {
+            let b = self.out.timed((MEMORY_COUNTER, b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), sample.ts);
+            let mut args = Args::new(b);
+            uint(args.key("bytes"), bytes);
+            args.close();
+            self.out.close();
+        }
+        if let Some((last, percent)) =
+            self.last_sample.and_then(|last| Some((last, sample.cpu_percent_since(&last)?)))
+        {
+            let b = self.out.timed((CPU_COUNTER, b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), last.ts);
+            let mut args = Args::new(b);
+            // Tenths of a percent are as fine as a 1 ms interval resolves.
+            let tenths = (percent * 10.0).round() as u64;
+            let key = args.key("percent");
+            uint(key, tenths / 10);
+            key.push(b'.');
+            uint(key, tenths % 10);
+            args.close();
+            self.out.close();
+        }
+        self.last_sample = Some(*sample);
+    }
+
     /// One sample of the dropped-records counter.
     fn dropped_sample(&mut self, ts: u64, count: u64) {
         let pid = self.pid();
@@ -295,6 +335,7 @@ impl Sink for ChromeSink {
                 self.out.close();
             }
             Event::Instant { thread, ts, site, fields, .. } => self.instant(thread, ts, site, fields),
+            Event::ProcessSample(ref sample) => self.process_sample(sample),
             Event::Lane(ref slice) => {
                 let (lpid, tid) = self.lane_ids(slice);
                 let b = self.out.timed(

@@ -28,7 +28,6 @@ pub(crate) const UNIT_COUNT: i32 = 2;
 /// `CounterDescriptor.Unit.UNIT_TIME_NS`: nanoseconds (thread CPU time).
 pub(crate) const UNIT_TIME_NS: i32 = 1;
 /// `CounterDescriptor.Unit.UNIT_SIZE_BYTES`: bytes (resident memory).
-#[allow(dead_code)]
 pub(crate) const UNIT_SIZE_BYTES: i32 = 3;
 /// `CounterDescriptor.BuiltinCounterType.COUNTER_THREAD_TIME_NS`: the
 /// thread's CPU time, which the trace processor reads from a slice's begin

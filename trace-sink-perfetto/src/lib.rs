@@ -56,6 +56,10 @@
 //!   own under the process's track (so that the lanes of two captures merged
 //!   into one trace stay apart), named after the lane, with one child track
 //!   per sub-lane (`ninja 0`, `ninja 1`, ...) holding its slices.
+//! - The process's samples (`<P>_TRACE_SAMPLE`) are two counter tracks of the
+//!   process: [`MEMORY_COUNTER`] (unit bytes: the resident set at each
+//!   sample) and [`CPU_COUNTER`] (unit `%` of one core: the CPU used from one
+//!   sample to the next, placed at the first of the two).
 //! - The capture's family is an instant [`FAMILY_MARKER`] on the process's
 //!   track at the capture's start, with the annotations `trace_id` (32 hex)
 //!   and, for a child, `parent_span_id` (16 hex) and `parent_stem`.
@@ -138,7 +142,7 @@ use std::io::{self, Write};
 use trace_core::{Event, Finish, Sink, Start};
 
 use crate::state::State;
-pub use crate::state::FAMILY_MARKER;
+pub use crate::state::{CPU_COUNTER, FAMILY_MARKER, MEMORY_COUNTER};
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "perfetto";
@@ -212,6 +216,7 @@ impl Sink for PerfettoSink {
             }
             Event::Instant { thread, ts, site, fields, .. } => state.instant(thread, ts, site, fields, out),
             Event::Lane(ref slice) => state.lane(slice, out),
+            Event::ProcessSample(ref sample) => state.process_sample(sample, out),
             _ => Ok(()),
         }
     }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use trace_core::{Field, Finish, LaneSlice, Site, ThreadCpu, Tid, Value};
+use trace_core::{Field, Finish, LaneSlice, ProcessSample, Site, ThreadCpu, Tid, Value};
 // The one naming rule of instants, so that both files name them alike.
 use trace_sink_chrome::instant_name;
 
@@ -12,7 +12,7 @@ use crate::chunk::Encoder;
 use crate::clock::Timestamps;
 use crate::format::{
     CHILD_ORDERING_EXPLICIT, COUNTER_THREAD_TIME_NS, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN,
-    TYPE_SLICE_END, UNIT_COUNT, UNIT_TIME_NS,
+    TYPE_SLICE_END, UNIT_COUNT, UNIT_SIZE_BYTES, UNIT_TIME_NS,
 };
 use crate::ids::{Ids, TrackKind};
 use crate::intern::FastHash;
@@ -24,6 +24,11 @@ use crate::track_event::EventSpec;
 const UNCLOSED: [Field<'static>; 1] = [Field { name: "unclosed", value: Value::Bool(true) }];
 /// The category of the sink's own events.
 const OWN_CATEGORY: &str = "cabin_trace";
+
+/// The counter track of the process's resident memory (bytes).
+pub const MEMORY_COUNTER: &str = "process resident memory";
+/// The counter track of the process's CPU usage (percent of one core).
+pub const CPU_COUNTER: &str = "process CPU usage";
 
 /// The name of the instant that gives the capture's family.
 pub const FAMILY_MARKER: &str = "trace family";
@@ -52,6 +57,10 @@ pub(crate) struct State {
     thread_tracks: HashMap<Tid, (u64, u32), FastHash>,
     /// Each thread's CPU-time counter track, declared on its first use.
     cpu_tracks: HashMap<Tid, u64, FastHash>,
+    /// The process's memory and CPU counter tracks, declared with the first sample.
+    sample_tracks: Option<(u64, u64)>,
+    /// The previous process sample, for the CPU usage between it and the next.
+    last_sample: Option<ProcessSample>,
     /// Sequences started so far, the process's included: the next one's index.
     sequences: u32,
     lanes: Vec<Lane>,
@@ -117,6 +126,8 @@ impl State {
             threads: HashMap::default(),
             thread_tracks: HashMap::default(),
             cpu_tracks: HashMap::default(),
+            sample_tracks: None,
+            last_sample: None,
             sequences: 1,
             lanes: Vec::new(),
             enc,
@@ -364,30 +375,74 @@ impl State {
         self.process.event(&mut self.enc, out, &spec)
     }
 
-    /// A counter track of the process, `trace records dropped`, at 0 at the
-    /// capture's start and at `count` at `end_ns`.
-    fn dropped_counter(&mut self, end_ns: u64, count: u64, out: &mut dyn Write) -> io::Result<()> {
-        let uuid = self.ids.track(TrackKind::Counter, 0);
+    /// A process sample: the resident memory at its time, and the CPU usage
+    /// since the previous sample at the previous sample's time (a counter
+    /// holds its value until the next one), on two counter tracks of the
+    /// process declared with the first sample.
+    pub(crate) fn process_sample(&mut self, sample: &ProcessSample, out: &mut dyn Write) -> io::Result<()> {
+        let (memory, cpu) = match self.sample_tracks {
+            Some(tracks) => tracks,
+            None => {
+                let tracks = (self.ids.track(TrackKind::Counter, 1), self.ids.track(TrackKind::Counter, 2));
+                let bytes = CounterDescriptor { unit: Some(UNIT_SIZE_BYTES), ..Default::default() };
+                self.counter_track(tracks.0, MEMORY_COUNTER, bytes, out)?;
+                let percent = CounterDescriptor { unit_name: Some("%".into()), ..Default::default() };
+                self.counter_track(tracks.1, CPU_COUNTER, percent, out)?;
+                self.sample_tracks = Some(tracks);
+                tracks
+            }
+        };
+        let last = self.last_sample.replace(*sample);
+        if let Some(bytes) = sample.resident_bytes {
+            self.counter_value(memory, sample.ts, i64::try_from(bytes).unwrap_or(i64::MAX), out)?;
+        }
+        if let Some((ts, percent)) = last.and_then(|last| Some((last.ts, sample.cpu_percent_since(&last)?))) {
+            self.counter_value(cpu, ts, percent.round() as i64, out)?;
+        }
+        Ok(())
+    }
+
+    /// Declares a counter track `name` of the process.
+    fn counter_track(
+        &mut self,
+        uuid: u64,
+        name: &str,
+        counter: CounterDescriptor,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
         self.process.describe(
             &mut self.enc,
             out,
             TrackDescriptor {
                 uuid: Some(uuid),
                 parent_uuid: Some(self.process_track),
-                name: Some("trace records dropped".to_string()),
-                counter: Some(CounterDescriptor { unit: Some(UNIT_COUNT), ..Default::default() }),
+                name: Some(name.to_string()),
+                counter: Some(counter),
                 ..Default::default()
             },
-        )?;
+        )
+    }
+
+    /// One value of a counter track of the process.
+    fn counter_value(&mut self, track: u64, ts: u64, value: i64, out: &mut dyn Write) -> io::Result<()> {
+        let spec = EventSpec {
+            ts,
+            kind: TYPE_COUNTER,
+            track: Some(track),
+            counter: Some(value),
+            ..EventSpec::default()
+        };
+        self.process.event(&mut self.enc, out, &spec)
+    }
+
+    /// A counter track of the process, `trace records dropped`, at 0 at the
+    /// capture's start and at `count` at `end_ns`.
+    fn dropped_counter(&mut self, end_ns: u64, count: u64, out: &mut dyn Write) -> io::Result<()> {
+        let uuid = self.ids.track(TrackKind::Counter, 0);
+        let counter = CounterDescriptor { unit: Some(UNIT_COUNT), ..Default::default() };
+        self.counter_track(uuid, "trace records dropped", counter, out)?;
         for (ts, value) in [(self.base_ns, 0), (end_ns, i64::try_from(count).unwrap_or(i64::MAX))] {
-            let spec = EventSpec {
-                ts,
-                kind: TYPE_COUNTER,
-                track: Some(uuid),
-                counter: Some(value),
-                ..EventSpec::default()
-            };
-            self.process.event(&mut self.enc, out, &spec)?;
+            self.counter_value(uuid, ts, value, out)?;
         }
         Ok(())
     }

@@ -32,11 +32,9 @@ fn an_info_slice_has_a_thread_duration_from_its_threads_cpu_counter_and_a_debug_
     let slept = slice("sleep")["thread_dur_ns"].as_i64().expect("a thread duration");
     assert!(slept < 2_000_000, "sleeping 20 ms: {slept} ns of CPU");
     assert!(slice("item").get("thread_dur_ns").is_none(), "a debug span pays for no clock");
-    let counters: Vec<_> = records.iter().filter(|r| r["kind"] == "counter").collect();
-    assert!(
-        counters.iter().all(|c| c["track"] == "thread CPU time" && c["unit"] == "UNIT_TIME_NS"),
-        "{counters:?}"
-    );
+    let counters: Vec<_> =
+        records.iter().filter(|r| r["kind"] == "counter" && r["track"] == "thread CPU time").collect();
+    assert!(counters.iter().all(|c| c["unit"] == "UNIT_TIME_NS"), "{counters:?}");
     // The begin and end of the two info spans.
     assert_eq!(counters.len(), 4, "{counters:?}");
     assert!(counters.windows(2).all(|w| w[0]["value"].as_i64() <= w[1]["value"].as_i64()), "{counters:?}");
