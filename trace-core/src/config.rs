@@ -48,7 +48,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads `<prefix>_TRACE_DIR`, `<prefix>_TRACE_FILTER` and `<prefix>_TRACE_FORMAT`.
+    /// Reads `<prefix>_TRACE_DIR`, `<prefix>_TRACE_FILTER`, `<prefix>_TRACE_FORMAT`,
+    /// `<prefix>_TRACE_CPU` and `<prefix>_TRACE_SAMPLE`.
     ///
     /// Returns `Ok(None)` when `<prefix>_TRACE_DIR` is unset: capture is off,
     /// unless the process was started by a capture that asked its children
