@@ -28,6 +28,10 @@ impl Sampler {
     /// Starts a thread sampling every `interval` into `tx`; the error when
     /// the system refuses the thread.
     pub(crate) fn start(interval: Duration, tx: Sender<Msg>) -> io::Result<Sampler> {
+        #[cfg(test)]
+        if tests::REFUSE_SPAWN.get() {
+            return Err(io::Error::other("the test refused the thread"));
+        }
         let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
         let thread = std::thread::Builder::new()
             .name("trace-sampler".into())
@@ -68,5 +72,37 @@ impl Sampler {
 impl Drop for Sampler {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use crate::{Config, Session};
+
+    thread_local! {
+        /// Makes the sampler thread fail to start when this thread starts it.
+        pub(super) static REFUSE_SPAWN: Cell<bool> = const { Cell::new(false) };
+    }
+
+    #[test]
+    fn a_sampler_that_cannot_start_leaves_the_capture_running_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
+            .unwrap()
+            .unwrap();
+        REFUSE_SPAWN.set(true);
+        let session = Session::start(&config, "refused", Vec::new()).unwrap();
+        REFUSE_SPAWN.set(false);
+        let answer = session.run(|| tracing::info_span!("phase").in_scope(|| 42));
+        let report = session.finish();
+        assert_eq!(answer, 42);
+        assert_eq!(report.sampler_error.as_deref(), Some("the test refused the thread"));
+        assert!(report.is_complete(), "the trace itself is whole");
+        let warnings = report.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("no memory and CPU counters"), "{warnings:?}");
+        assert!(warnings[0].contains("the test refused the thread"), "{warnings:?}");
     }
 }

@@ -26,6 +26,8 @@ pub struct Seen {
     pub begin_cpu: Vec<(String, Option<u64>)>,
     /// (name, thread CPU time inside the span in ns) per end
     pub end_cpu: Vec<(String, Option<u64>)>,
+    /// The process samples, in the order they came.
+    pub samples: Vec<trace_core::ProcessSample>,
 }
 
 pub type Collected = Arc<Mutex<Seen>>;
@@ -76,6 +78,7 @@ impl Sink for Collect {
                 s.ends.push((thread, site.name.to_string(), text(recorded), unclosed))
             }
             Event::Instant { .. } => s.instants += 1,
+            Event::ProcessSample(sample) => s.samples.push(sample),
             _ => {}
         }
         Ok(())

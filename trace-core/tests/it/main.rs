@@ -11,6 +11,7 @@ mod filter_props;
 mod flood;
 mod isolation;
 mod platform;
+mod samples;
 mod stream;
 mod subscriber;
 mod writer_start;
