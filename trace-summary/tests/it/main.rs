@@ -247,6 +247,12 @@ fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
     );
     let cpu: Vec<Option<u64>> = t.spans.iter().map(|s| s.total_inclusive_thread_cpu_us).collect();
     assert_eq!(cpu, [None, Some(400)]);
+    // The table gives it beside the inclusive time, `-` where no slice carried one.
+    let table = t.table(8);
+    let rows: Vec<Vec<&str>> =
+        table.lines().skip(2).take(2).map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0][..3], ["5.000", "-", "1"], "{table}");
+    assert_eq!(rows[1][..3], ["3.000", "0.400", "2"], "{table}");
     let text = String::from_utf8(out).unwrap();
     assert_eq!(text.matches("total_inclusive_thread_cpu_us").count(), 1, "absent where none: {text}");
 }
