@@ -51,14 +51,22 @@ enum Subject {
     /// The variable is unset: capture is off.
     Off,
     Ours,
+    /// Ours with `<P>_TRACE_CPU=off` and `<P>_TRACE_SAMPLE=off`.
+    OursNoCounters,
     TracingChrome,
     PerfettoFile,
     /// No tracing at all: only the file work our capture cannot avoid.
     FilesAlone,
 }
 
-const SUBJECTS: [Subject; 5] =
-    [Subject::Off, Subject::Ours, Subject::FilesAlone, Subject::TracingChrome, Subject::PerfettoFile];
+const SUBJECTS: [Subject; 6] = [
+    Subject::Off,
+    Subject::Ours,
+    Subject::OursNoCounters,
+    Subject::FilesAlone,
+    Subject::TracingChrome,
+    Subject::PerfettoFile,
+];
 
 /// The sizes of the three files a capture of `command` writes, about.
 const FILE_BYTES: [usize; 3] = [1_700, 700, 1_400];
@@ -68,6 +76,7 @@ impl Subject {
         match self {
             Subject::Off => "capture_off",
             Subject::Ours => "ours",
+            Subject::OursNoCounters => "ours_cpu_off_sample_off",
             Subject::TracingChrome => "tracing_chrome",
             Subject::PerfettoFile => "perfetto_file",
             Subject::FilesAlone => "files_alone",
@@ -78,6 +87,7 @@ impl Subject {
         match self {
             Subject::Off => "ours, capture off (variable unset)",
             Subject::Ours => "ours: Chrome + Perfetto + summary, renamed",
+            Subject::OursNoCounters => "ours, the same with CPU off and sample off (no sampler thread)",
             Subject::TracingChrome => "tracing-chrome 0.7.2: file, layer, guard",
             Subject::PerfettoFile => "tracing-perfetto-file 0.1.1: file, layer, guard",
             Subject::FilesAlone => "no tracing: 3 files created, written, closed, renamed",
@@ -87,12 +97,16 @@ impl Subject {
     /// One whole capture of `command`; returns the files it wrote.
     fn once(self, dir: &Path, seq: u64) -> Vec<std::path::PathBuf> {
         match self {
-            Subject::Off | Subject::Ours => {
-                let on = self == Subject::Ours;
-                let config = Config::from_lookup("BENCH", cabin_trace::FORMATS, |name| {
+            Subject::Off | Subject::Ours | Subject::OursNoCounters => {
+                let on = self != Subject::Off;
+                let mut config = Config::from_lookup("BENCH", cabin_trace::FORMATS, |name| {
                     (on && name == "BENCH_TRACE_DIR").then(|| dir.into())
                 })
                 .expect("the benchmark's configuration is valid");
+                if self == Subject::OursNoCounters {
+                    config = config
+                        .map(|c| c.with_cpu(tracing::level_filters::LevelFilter::OFF).with_sample(None));
+                }
                 let (sum, report) =
                     Capture::from_config(config).run_with_report("bench", command).expect("capture");
                 assert_eq!(sum, (0..PHASES).sum::<u64>());
@@ -149,7 +163,8 @@ impl Subject {
 fn check(subject: Subject, dir: &Path) {
     let files = subject.once(dir, u64::MAX);
     let spans = PHASES + 1;
-    if subject == Subject::Ours {
+    let ours = matches!(subject, Subject::Ours | Subject::OursNoCounters);
+    if ours {
         // The "files alone" row writes about as much as a capture does.
         let sizes: Vec<u64> = files.iter().map(|f| std::fs::metadata(f).map_or(0, |m| m.len())).collect();
         eprintln!("ours wrote {sizes:?} bytes; the files-alone row writes {FILE_BYTES:?}");
@@ -166,9 +181,8 @@ fn check(subject: Subject, dir: &Path) {
             assert_eq!((phases.spans + root.spans, phases.instants), (spans, 1), "{name}");
         } else if name.ends_with(".pftrace") {
             let c = support::perfetto_counts(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
-            // Ours adds a root span around every command, and the family
-            // marker (an instant) at the start.
-            let extra = u64::from(subject == Subject::Ours);
+            // Ours adds a root span around every command, and the family's instant.
+            let extra = u64::from(ours);
             assert_eq!((c.slice_begins, c.instants), (spans + extra, 1 + extra), "{name}");
         } else if name.ends_with(".timings.json") {
             let t = cabin_trace::Timings::from_path(f).unwrap();
@@ -179,7 +193,7 @@ fn check(subject: Subject, dir: &Path) {
     }
     let expected = match subject {
         Subject::Off => 0,
-        Subject::Ours | Subject::FilesAlone => 3,
+        Subject::Ours | Subject::OursNoCounters | Subject::FilesAlone => 3,
         Subject::TracingChrome | Subject::PerfettoFile => 1,
     };
     assert_eq!(files.len(), expected, "{subject:?} wrote {files:?}");

@@ -93,7 +93,7 @@ impl Stream {
         let r = match self {
             Stream::Span | Stream::SpanFields => {
                 let fields: &[Field<'_>] = if self == Stream::Span { &[] } else { &two };
-                let begin = Event::SpanBegin { thread: THREAD, ts, site: span, fields };
+                let begin = Event::SpanBegin { thread: THREAD, ts, site: span, fields, thread_cpu_ns: None };
                 let end = Event::SpanEnd {
                     thread: THREAD,
                     ts: ts + 200 + jitter(i ^ 0x5555),
@@ -102,6 +102,7 @@ impl Stream {
                     fields,
                     recorded: &[],
                     unclosed: false,
+                    cpu: None,
                 };
                 sink.event(&begin, out).and_then(|()| sink.event(&end, out))
             }

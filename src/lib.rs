@@ -53,6 +53,8 @@
 //! | `CABIN_TRACE_DIR` | turns capture on; the directory is created if missing |
 //! | `CABIN_TRACE_FILTER` | `Targets` directives, e.g. `info,cabin_resolver=debug`; default `info` |
 //! | `CABIN_TRACE_FORMAT` | comma list of `chrome`, `perfetto`, `otlp`; default `chrome,perfetto`. The summary is always written |
+//! | `CABIN_TRACE_CPU` | the least severe level whose spans record their thread CPU time: a level or `off`; default `info` |
+//! | `CABIN_TRACE_SAMPLE` | the interval of the resident-memory and CPU counters, `1ms` to `1s` (e.g. `10ms`), or `off`; default `10ms` |
 //! | `CABIN_TRACE_CHILDREN` | `1`: children started through [`command`], [`run_ninja`] or [`run_test`] that use these crates (under any prefix) capture themselves into this directory, in this capture's family; `0` (default): only those whose own `<P>_TRACE_DIR` is set. See docs/family.md |
 //! | `TRACEPARENT`, `CABIN_TRACE_PARENT` | set on children by [`command`]; read at the start of a capture (a malformed value is a one-line warning and ignored) |
 //! | `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES` | with `otlp`: the resource of the OTLP file (see [`trace_sink_otlp`]); a malformed value is a warning, and the file is written without it |
@@ -90,6 +92,7 @@ use tracing_subscriber::{Layer, Registry};
 
 pub use lanes::{run_ninja, run_test, wait_child, NinjaRun, NINJA_LANE, TESTS_LANE};
 pub use ninja_log;
+pub use trace_core::os;
 pub use trace_core::{
     bind, current, spawn, ChildUsage, Config, ConfigError, ErrorKind, Family, FileStatus, Handle, Report,
     Session, Sink, PARENT_VAR, TRACEPARENT_VAR,

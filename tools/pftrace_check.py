@@ -41,14 +41,23 @@ schema (install them with scripts/install-perfetto.sh). For each file, and with
   nest as a stack: each end closes the innermost open slice, and none is left
   open at the end of the trace;
 - counter events (TYPE_COUNTER) carry a value and sit on counter tracks (a
-  track descriptor with a CounterDescriptor, whose unit is set), and counter
-  tracks hold nothing else.
+  track descriptor with a CounterDescriptor, whose unit or unit_name is set),
+  and counter tracks hold nothing else;
+- a track event's extra_counter_track_uuids and extra_counter_values pair up
+  one to one, and name declared counter tracks; a counter track of the
+  built-in type COUNTER_THREAD_TIME_NS is the child of a thread track (the
+  trace processor reads its values on a slice's begin and end as the slice's
+  thread timestamp and thread duration).
 
 --dump-slices prints each slice, instant and counter value as one JSON line
 on stdout:
   {"kind": "slice", "pid": .., "tid": .., "thread": .., "track": .., "name": ..,
    "category": .., "begin_ns": .., "end_ns": .., "args": {..}}
   {"kind": "counter", "pid": .., "track": .., "unit": .., "ts_ns": .., "value": ..}
+A slice whose begin and end sample a COUNTER_THREAD_TIME_NS track also has
+"thread_ts_ns" (the reading at its begin) and "thread_dur_ns" (end minus
+begin), as the trace processor's slice table has thread_ts and thread_dur.
+Values of extra counters are dumped as counter records of their tracks.
 Thread tracks carry pid, tid and thread; process tracks pid and process;
 external lanes carry "lane" (the parent track's name) instead; counter tracks
 the pid of their parent process. A track event's `flow_ids` and
@@ -334,6 +343,9 @@ class Sequence:
         self.clocks = {}
 
 
+# Where a slice's thread-time counter value waits, among its args, for the dump.
+THREAD_TIME_ARG = "\0thread_time_ns"
+
 class Track:
     def __init__(self, uuid, descriptor, index):
         self.uuid = uuid
@@ -344,8 +356,13 @@ class Track:
         self.tid = None
         self.thread_name = None
         self.counter_unit = None
+        self.thread_time = False
         if descriptor.HasField("counter"):
-            self.counter_unit = pb.CounterDescriptor.Unit.Name(descriptor.counter.unit)
+            counter = descriptor.counter
+            self.counter_unit = pb.CounterDescriptor.Unit.Name(counter.unit)
+            if counter.unit == 0 and counter.HasField("unit_name"):
+                self.counter_unit = counter.unit_name
+            self.thread_time = counter.type == pb.CounterDescriptor.COUNTER_THREAD_TIME_NS
         if descriptor.HasField("thread"):
             self.pid = descriptor.thread.pid
             self.tid = descriptor.thread.tid
@@ -557,6 +574,19 @@ def check_trace(data, errors):
                 errors.add(where, f"has a slice or instant on counter track {track}")
             if not packet.HasField("timestamp"):
                 errors.add(where, "has a track event without a timestamp")
+            if len(e.extra_counter_track_uuids) != len(e.extra_counter_values):
+                errors.add(where, f"has {len(e.extra_counter_track_uuids)} extra_counter_track_uuids and "
+                                  f"{len(e.extra_counter_values)} extra_counter_values")
+            for uuid, value in zip(e.extra_counter_track_uuids, e.extra_counter_values):
+                counter = tracks.get(uuid)
+                if counter is None or counter.counter_unit is None:
+                    errors.add(where, f"samples extra counter track {uuid}, which is not a counter track "
+                                      "declared before it")
+                    continue
+                if ts is not None:
+                    counter.events.append((ts, index, TYPE_COUNTER, None, [], {"value": value}))
+                if counter.thread_time:
+                    args = dict(args, **{THREAD_TIME_ARG: value})
             if track is not None and ts is not None:
                 tracks[track].events.append((ts, index, e.type, name, categories, args))
 
@@ -564,6 +594,9 @@ def check_trace(data, errors):
         if track.parent is not None and track.parent not in tracks:
             errors.add(f"packet {track.declared_at}", f"track {track.uuid} has parent {track.parent}, "
                                                       "which is never declared")
+        elif track.thread_time and (track.parent is None or tracks[track.parent].tid is None):
+            errors.add(f"packet {track.declared_at}", f"thread-time counter track {track.uuid} is not "
+                                                      "the child of a thread track")
     return tracks
 
 
@@ -596,9 +629,15 @@ def slices(tracks, errors):
                                                   "where none is open")
                     continue
                 begin, _, bname, bcategories, bargs = stack.pop()
+                thread_begin = bargs.pop(THREAD_TIME_ARG, None)
+                thread_end = args.get(THREAD_TIME_ARG)
                 bargs.update(args)
-                out.append(dict(base, kind="slice", name=bname, category=",".join(c or "" for c in bcategories),
-                                begin_ns=begin, end_ns=ts, args=bargs))
+                bargs.pop(THREAD_TIME_ARG, None)
+                record = dict(base, kind="slice", name=bname, category=",".join(c or "" for c in bcategories),
+                              begin_ns=begin, end_ns=ts, args=bargs)
+                if thread_begin is not None and thread_end is not None:
+                    record.update(thread_ts_ns=thread_begin, thread_dur_ns=thread_end - thread_begin)
+                out.append(record)
             else:
                 out.append(dict(base, kind="instant", name=name, category=",".join(c or "" for c in categories),
                                 begin_ns=ts, end_ns=ts, args=args))

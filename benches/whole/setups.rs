@@ -21,6 +21,10 @@ use crate::SPAN;
 pub enum Sinks {
     /// Chrome, Perfetto and the summary: a tool's default.
     Default,
+    /// The default sinks with `<P>_TRACE_CPU=off` and `<P>_TRACE_SAMPLE=off`:
+    /// no thread CPU clock read per span, no sampler thread; the difference
+    /// from `Default` is what the two cost.
+    DefaultNoCounters,
     Perfetto,
 }
 
@@ -49,10 +53,11 @@ pub const fn s(who: Who, fmt: bool) -> Subject {
     Subject { who, fmt }
 }
 
-pub const SUBJECTS: [Subject; 11] = [
+pub const SUBJECTS: [Subject; 12] = [
     s(Who::NoSubscriber, false),
     s(Who::CaptureOff, false),
     s(Who::Ours(Sinks::Default), false),
+    s(Who::Ours(Sinks::DefaultNoCounters), false),
     s(Who::Ours(Sinks::Perfetto), false),
     s(Who::PerfettoFile, false),
     s(Who::TracingChrome, false),
@@ -79,6 +84,7 @@ impl Subject {
             Who::NoSubscriber => "no_subscriber",
             Who::CaptureOff => "capture_off",
             Who::Ours(Sinks::Default) => "ours_default",
+            Who::Ours(Sinks::DefaultNoCounters) => "ours_default_cpu_off_sample_off",
             Who::Ours(Sinks::Perfetto) => "ours_perfetto",
             Who::PerfettoFile => "perfetto_file",
             Who::TracingChrome => "tracing_chrome",
@@ -101,6 +107,7 @@ impl Subject {
             (Who::CaptureOff, false) => "our capture, off",
             (Who::CaptureOff, true) => "our capture, off: the fmt layer alone",
             (Who::Ours(Sinks::Default), _) => "ours, default (Chrome + Perfetto + summary)",
+            (Who::Ours(Sinks::DefaultNoCounters), _) => "ours, default sinks, CPU off, sample off",
             (Who::Ours(Sinks::Perfetto), _) => "ours, Perfetto + summary",
             (Who::PerfettoFile, _) => "tracing-perfetto-file 0.1.1, debug annotations",
             (Who::TracingChrome, _) => "tracing-chrome 0.7.2, include_args",
@@ -123,7 +130,7 @@ pub fn fmt_layer() -> impl Layer<Registry> + Send + Sync + 'static {
 
 pub fn our_sinks(which: Sinks) -> Vec<Box<dyn Sink>> {
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
-    if which == Sinks::Default {
+    if which != Sinks::Perfetto {
         sinks.push(Box::new(trace_sink_chrome::ChromeSink::new()));
     }
     sinks.push(Box::new(trace_sink_perfetto::PerfettoSink::new()));
@@ -197,13 +204,17 @@ impl Rig {
             Who::NoSubscriber => (None, Kind::Plain),
             Who::CaptureOff => (None, Kind::Off),
             Who::Ours(which) => {
+                let mut config = support::config(dir);
+                if which == Sinks::DefaultNoCounters {
+                    config = config.with_cpu(LevelFilter::OFF).with_sample(None);
+                }
                 let session = if subject.fmt {
                     // As `Capture::with_layer` runs it: the capture's own
                     // subscriber forwarding to a registry with the tool's layer.
                     let tool = tracing::Dispatch::new(Registry::default().with(fmt_layer()));
-                    Session::start_forwarding(&support::config(dir), "bench", our_sinks(which), Some(tool))
+                    Session::start_forwarding(&config, "bench", our_sinks(which), Some(tool))
                 } else {
-                    Session::start(&support::config(dir), "bench", our_sinks(which))
+                    Session::start(&config, "bench", our_sinks(which))
                 }
                 .expect("start a capture");
                 (Some(session.dispatch().clone()), Kind::Ours(session))
@@ -366,7 +377,7 @@ pub fn check(what: &str, finished: Finished, expect: Expect, parse: bool) -> Che
                     "perfetto" => {
                         let c = support::perfetto_counts(&bytes).unwrap_or_else(|e| panic!("{what}: {e}"));
                         // Ours adds a root span around a façade capture's command,
-                        // and the family marker (an instant) at the start.
+                        // and the family's instant on the process track.
                         assert!(
                             (expect.spans..=expect.spans + 1).contains(&c.slice_begins)
                                 && c.slice_ends == c.slice_begins

@@ -25,6 +25,9 @@ mod reliability;
 // There is no exec on Windows, and no process figure is read there.
 #[cfg(unix)]
 mod resources;
+// The official schema's decoders and the JSON Schema validator (Linux).
+#[cfg(unix)]
+mod samples;
 mod summary;
 mod support;
 // speedscope in Debian's Chromium (Linux).

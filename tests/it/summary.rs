@@ -94,6 +94,20 @@ fn the_summary_validates_against_the_checked_in_schema() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let summary = one(dir.path(), ".timings.json");
+    let ok = check_schema(&summary);
+    assert!(ok.status.success(), "{}{}", String::from_utf8_lossy(&ok.stdout), stderr(&ok));
+    // The validator can fail: a summary with a field of the wrong type.
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    v["wall_us"] = Value::from("slow");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, serde_json::to_vec(&v).unwrap()).unwrap();
+    assert!(!check_schema(&bad).status.success(), "a wrong type is refused by the schema");
+}
+
+/// Runs the JSON Schema validator of the test set-up on a summary, against
+/// the checked-in schema.
+#[cfg(unix)]
+pub fn check_schema(file: &Path) -> std::process::Output {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = root.join(".tools/py/bin/python");
     assert!(
@@ -101,21 +115,10 @@ fn the_summary_validates_against_the_checked_in_schema() {
         "{} is missing: run scripts/install-test-tools.sh to install the JSON Schema validator",
         python.display()
     );
-    let schema = root.join("trace-summary/schema/timings-v2.schema.json");
-    let check = |file: &Path| {
-        std::process::Command::new(&python)
-            .arg(root.join("tools/validate_json_schema.py"))
-            .arg(&schema)
-            .arg(file)
-            .output()
-            .unwrap()
-    };
-    let ok = check(&summary);
-    assert!(ok.status.success(), "{}{}", String::from_utf8_lossy(&ok.stdout), stderr(&ok));
-    // The validator can fail: a summary with a field of the wrong type.
-    let mut v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
-    v["wall_us"] = Value::from("slow");
-    let bad = dir.path().join("bad.json");
-    std::fs::write(&bad, serde_json::to_vec(&v).unwrap()).unwrap();
-    assert!(!check(&bad).status.success(), "a wrong type is refused by the schema");
+    std::process::Command::new(&python)
+        .arg(root.join("tools/validate_json_schema.py"))
+        .arg(root.join("trace-summary/schema/timings-v2.schema.json"))
+        .arg(file)
+        .output()
+        .unwrap()
 }

@@ -66,6 +66,8 @@ pub(crate) enum Msg {
     },
     Lane(OwnedLane),
     LaneReport(LaneReport),
+    /// A sample of the process, from the capture's sampler thread.
+    Sample(crate::event::ProcessSample),
     Finish {
         end_rel: u64,
         resources: Resources,

@@ -37,6 +37,9 @@ pub(crate) struct Core {
     pub family: crate::family::Family,
     pub dir: std::path::PathBuf,
     pub stem: String,
+    /// The least severe level whose spans read the thread CPU clock at
+    /// enter and exit (`<P>_TRACE_CPU`); `OFF` for none.
+    pub cpu: tracing_core::LevelFilter,
 }
 
 impl Core {
@@ -105,13 +108,33 @@ impl Core {
     /// Span `id` (callsite `meta`, when known) was entered on this thread.
     #[inline]
     pub(crate) fn enter(&self, buf: Option<&ThreadBuf>, id: u64, meta: Option<Meta>) {
-        let _ = self.record(buf, true, |b, ts| b.push(Kind::Enter, id, ts, meta));
+        // Read before the buffer is claimed, so that a steal never waits for the clock.
+        let cpu = self.thread_cpu(meta);
+        let _ = self.record(buf, true, |b, ts| b.push_cpu(Kind::Enter, id, ts, meta, cpu));
     }
 
-    /// Span `id` was exited on this thread.
+    /// Span `id` (callsite `meta`, when known) was exited on this thread.
     #[inline]
-    pub(crate) fn exit(&self, buf: Option<&ThreadBuf>, id: u64) {
-        let _ = self.record(buf, true, |b, ts| b.push(Kind::Exit, id, ts, None));
+    pub(crate) fn exit(&self, buf: Option<&ThreadBuf>, id: u64, meta: Option<Meta>) {
+        let cpu = self.thread_cpu(meta);
+        let _ = self.record(buf, true, |b, ts| b.push_cpu(Kind::Exit, id, ts, None, cpu));
+    }
+
+    /// Whether any span reads the thread CPU clock, for a front-end that
+    /// looks a callsite up only when one may.
+    #[inline]
+    pub(crate) fn reads_cpu(&self) -> bool {
+        self.cpu != tracing_core::LevelFilter::OFF
+    }
+
+    /// The thread CPU clock, read for spans at the levels `<P>_TRACE_CPU`
+    /// selects: one comparison for the others.
+    #[inline]
+    fn thread_cpu(&self, meta: Option<Meta>) -> Option<u64> {
+        match meta {
+            Some(m) if *m.level() <= self.cpu => crate::os::thread_cpu_ns(),
+            _ => None,
+        }
     }
 
     /// The last handle of span `id` is gone. `stamp` as for

@@ -4,7 +4,9 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::Duration;
 
+use tracing_core::LevelFilter;
 use tracing_subscriber::filter::Targets;
 
 use crate::family::{Family, Inherited, PARENT_VAR};
@@ -12,6 +14,19 @@ use crate::filter;
 
 /// The filter used when `<P>_TRACE_FILTER` is unset.
 pub const DEFAULT_FILTER: &str = "info";
+
+/// The least severe level whose spans record thread CPU time when
+/// `<P>_TRACE_CPU` is unset: phases (`info`, `warn`, `error`) pay for it,
+/// per-item `debug` and `trace` spans do not.
+pub const DEFAULT_CPU: LevelFilter = LevelFilter::INFO;
+
+/// The interval of the memory and CPU samples when `<P>_TRACE_SAMPLE` is unset.
+pub const DEFAULT_SAMPLE: Duration = Duration::from_millis(10);
+
+/// The shortest interval `<P>_TRACE_SAMPLE` accepts.
+pub const MIN_SAMPLE: Duration = Duration::from_millis(1);
+/// The longest interval `<P>_TRACE_SAMPLE` accepts.
+pub const MAX_SAMPLE: Duration = Duration::from_secs(1);
 
 /// A validated capture configuration: where to write, what to keep, which sinks.
 ///
@@ -28,10 +43,13 @@ pub struct Config {
     memory_budget: usize,
     family: Family,
     warnings: Vec<String>,
+    cpu: LevelFilter,
+    sample: Option<Duration>,
 }
 
 impl Config {
-    /// Reads `<prefix>_TRACE_DIR`, `<prefix>_TRACE_FILTER` and `<prefix>_TRACE_FORMAT`.
+    /// Reads `<prefix>_TRACE_DIR`, `<prefix>_TRACE_FILTER`, `<prefix>_TRACE_FORMAT`,
+    /// `<prefix>_TRACE_CPU` and `<prefix>_TRACE_SAMPLE`.
     ///
     /// Returns `Ok(None)` when `<prefix>_TRACE_DIR` is unset: capture is off,
     /// unless the process was started by a capture that asked its children
@@ -99,6 +117,8 @@ impl Config {
         let filter_var = format!("{prefix}_TRACE_FILTER");
         let format_var = format!("{prefix}_TRACE_FORMAT");
         let children_var = format!("{prefix}_TRACE_CHILDREN");
+        let cpu_var = format!("{prefix}_TRACE_CPU");
+        let sample_var = format!("{prefix}_TRACE_SAMPLE");
 
         // A child joins its parent's capture when its own directory is set,
         // or when the parent asked every child to join.
@@ -178,6 +198,23 @@ impl Config {
             }
         };
 
+        let cpu = match lookup(&cpu_var) {
+            None => DEFAULT_CPU,
+            Some(raw) => {
+                let text = utf8(&cpu_var, raw, ErrorKind::Cpu)?;
+                parse_cpu(&text)
+                    .map_err(|why| ConfigError::new(cpu_var, text.clone(), ErrorKind::Cpu, &why))?
+            }
+        };
+        let sample = match lookup(&sample_var) {
+            None => Some(DEFAULT_SAMPLE),
+            Some(raw) => {
+                let text = utf8(&sample_var, raw, ErrorKind::Sample)?;
+                parse_sample(&text)
+                    .map_err(|why| ConfigError::new(sample_var, text.clone(), ErrorKind::Sample, &why))?
+            }
+        };
+
         Ok(Some(Config {
             prefix: prefix.to_string(),
             dir,
@@ -187,6 +224,8 @@ impl Config {
             memory_budget: crate::buffer::DEFAULT_BUDGET,
             family: inherited.family(children),
             warnings: inherited.warnings,
+            cpu,
+            sample,
         }))
     }
 
@@ -257,6 +296,33 @@ impl Config {
         self.formats.iter().any(|f| f == name)
     }
 
+    /// The least severe level whose spans record the thread CPU time spent
+    /// inside them (`<P>_TRACE_CPU`; [`DEFAULT_CPU`] when unset):
+    /// `LevelFilter::OFF` when no span does.
+    pub fn cpu(&self) -> LevelFilter {
+        self.cpu
+    }
+
+    /// The same configuration with thread CPU time recorded for spans at
+    /// `level` and above (`LevelFilter::OFF`: none).
+    pub fn with_cpu(mut self, level: LevelFilter) -> Config {
+        self.cpu = level;
+        self
+    }
+
+    /// The interval at which the process's resident memory and CPU are
+    /// sampled while the capture runs (`<P>_TRACE_SAMPLE`;
+    /// [`DEFAULT_SAMPLE`] when unset), or `None` when sampling is off.
+    pub fn sample(&self) -> Option<Duration> {
+        self.sample
+    }
+
+    /// The same configuration sampling every `interval` (`None`: never).
+    pub fn with_sample(mut self, interval: Option<Duration>) -> Config {
+        self.sample = interval;
+        self
+    }
+
     /// The name of the directory variable, e.g. `CABIN_TRACE_DIR`.
     pub fn dir_var(&self) -> String {
         format!("{}_TRACE_DIR", self.prefix)
@@ -292,6 +358,52 @@ fn parse_formats(text: &str, known: &[&str]) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// `<P>_TRACE_CPU`: one level name, or `off`, in any case.
+fn parse_cpu(text: &str) -> Result<LevelFilter, String> {
+    let word = text.trim();
+    let expected = format!(
+        "expected one level, the least severe whose spans record thread CPU time ({}; default `info`)",
+        filter::LEVELS.join(", ")
+    );
+    if word.is_empty() {
+        return Err(format!("is empty; {expected}"));
+    }
+    match filter::LEVELS.iter().find(|l| l.eq_ignore_ascii_case(word)) {
+        Some(level) => LevelFilter::from_str(level).map_err(|e| format!("does not parse ({e}); {expected}")),
+        None => Err(format!("is not a level; {expected}; did you mean `{}`?", filter::nearest_level(word))),
+    }
+}
+
+/// `<P>_TRACE_SAMPLE`: `off`, or a whole number of `ms` or `s` between
+/// [`MIN_SAMPLE`] and [`MAX_SAMPLE`].
+fn parse_sample(text: &str) -> Result<Option<Duration>, String> {
+    let word = text.trim();
+    let expected = "expected an interval from `1ms` to `1s` (a whole number followed by `ms` or `s`, e.g. \
+                    `10ms`, the default), or `off`";
+    if word.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let (digits, unit_ms) = if let Some(d) = word.strip_suffix("ms") {
+        (d, 1)
+    } else if let Some(d) = word.strip_suffix('s') {
+        (d, 1000)
+    } else {
+        return Err(format!("has no unit; {expected}"));
+    };
+    let digits = digits.trim();
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!("is not a whole number of milliseconds or seconds; {expected}"));
+    }
+    let interval = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit_ms))
+        .map(Duration::from_millis)
+        .filter(|d| (MIN_SAMPLE..=MAX_SAMPLE).contains(d))
+        .ok_or_else(|| format!("is out of range; {expected}"))?;
+    Ok(Some(interval))
+}
+
 /// What part of the configuration an error is about.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -304,6 +416,10 @@ pub enum ErrorKind {
     Format,
     /// `<P>_TRACE_CHILDREN`: neither `1` nor `0`.
     Children,
+    /// `<P>_TRACE_CPU`: not a level name or `off`.
+    Cpu,
+    /// `<P>_TRACE_SAMPLE`: not an interval from 1 ms to 1 s, nor `off`.
+    Sample,
 }
 
 /// A configuration the capture refuses, naming the variable, its value and what
@@ -518,5 +634,74 @@ mod tests {
         assert!(c.warnings()[0].starts_with("warning: TRACEPARENT=\"00-zz-01\" is ignored"));
         assert!(c.warnings()[1].starts_with("warning: CABIN_TRACE_PARENT="));
         assert!(c.family().parent_span_id.is_none() && c.family().trace_id != [0; 16]);
+    }
+
+    fn with(var: &str, value: &str) -> Result<Config, ConfigError> {
+        let vars = [("CABIN_TRACE_DIR", "out"), (var, value)];
+        Config::from_lookup("CABIN", &["chrome"], lookup(&vars)).map(|c| c.expect("the directory is set"))
+    }
+
+    #[test]
+    fn cpu_time_is_recorded_for_info_spans_and_above_unless_told_otherwise() {
+        let c = Config::from_lookup("CABIN", &["chrome"], lookup(&[("CABIN_TRACE_DIR", "out")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.cpu(), LevelFilter::INFO);
+        for (value, level) in [
+            ("off", LevelFilter::OFF),
+            ("OFF", LevelFilter::OFF),
+            ("error", LevelFilter::ERROR),
+            (" warn ", LevelFilter::WARN),
+            ("Debug", LevelFilter::DEBUG),
+            ("trace", LevelFilter::TRACE),
+        ] {
+            assert_eq!(with("CABIN_TRACE_CPU", value).unwrap().cpu(), level, "{value}");
+        }
+    }
+
+    #[test]
+    fn a_cpu_level_with_a_typo_names_the_variable_the_value_and_the_nearest_level() {
+        for (bad, nearest) in
+            [("inof", Some("info")), ("debgu", Some("debug")), ("", None), ("info,debug", None)]
+        {
+            let vars = [("KACHE_TRACE_DIR", "out"), ("KACHE_TRACE_CPU", bad)];
+            let e = Config::from_lookup("KACHE", &["chrome"], lookup(&vars)).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Cpu, "{bad}");
+            let msg = e.to_string();
+            assert!(msg.starts_with(&format!("KACHE_TRACE_CPU=`{bad}`: ")), "{msg}");
+            assert!(msg.contains("expected one level"), "{msg}");
+            if let Some(nearest) = nearest {
+                assert!(msg.contains(&format!("did you mean `{nearest}`")), "{msg}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_sample_interval_is_10ms_unless_told_otherwise_and_off_turns_it_off() {
+        let c = Config::from_lookup("CABIN", &["chrome"], lookup(&[("CABIN_TRACE_DIR", "out")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.sample(), Some(Duration::from_millis(10)));
+        for (value, interval) in [
+            ("off", None),
+            ("Off", None),
+            ("1ms", Some(Duration::from_millis(1))),
+            ("250ms", Some(Duration::from_millis(250))),
+            (" 1s ", Some(Duration::from_secs(1))),
+            ("1000ms", Some(Duration::from_secs(1))),
+        ] {
+            assert_eq!(with("CABIN_TRACE_SAMPLE", value).unwrap().sample(), interval, "{value}");
+        }
+    }
+
+    #[test]
+    fn a_sample_interval_without_a_unit_or_out_of_range_is_refused_naming_the_variable() {
+        for bad in ["10", "0ms", "2s", "1.5ms", "-5ms", "10 us", "ms", "", "10min", "99999999999999999999s"] {
+            let e = with("CABIN_TRACE_SAMPLE", bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Sample, "{bad}");
+            let msg = e.to_string();
+            assert!(msg.starts_with(&format!("CABIN_TRACE_SAMPLE=`{bad}`: ")), "{msg}");
+            assert!(msg.contains("expected an interval from `1ms` to `1s`"), "{msg}");
+        }
     }
 }

@@ -79,6 +79,24 @@ impl Site<'static> {
     }
 }
 
+/// The thread CPU clock ([`crate::os::thread_cpu_ns`]) read at a span's
+/// begin and at its end, on the thread it ran on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadCpu {
+    /// The reading at the begin, in nanoseconds.
+    pub begin_ns: u64,
+    /// The reading at the end, in nanoseconds.
+    pub end_ns: u64,
+}
+
+impl ThreadCpu {
+    /// The CPU time the thread spent inside the span, in nanoseconds (its
+    /// children's included, as its wall-clock duration includes them).
+    pub fn ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.begin_ns)
+    }
+}
+
 /// One slice of an external lane: work done outside the traced process (a
 /// build action run by Ninja, a test executable), placed on the capture's clock.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -133,6 +151,9 @@ pub enum Event<'a> {
         site: Site<'a>,
         /// The fields known when it was entered.
         fields: &'a [Field<'a>],
+        /// The thread's CPU clock when it was entered, in nanoseconds, for
+        /// spans at the levels `<P>_TRACE_CPU` selects; `None` otherwise.
+        thread_cpu_ns: Option<u64>,
     },
     /// The innermost open span of a thread was exited.
     SpanEnd {
@@ -151,6 +172,10 @@ pub enum Event<'a> {
         /// True when the span did not end by itself: still open when the capture
         /// finished, or its end was lost with a dropped batch.
         unclosed: bool,
+        /// The thread's CPU clock at the begin and at the end, for spans at
+        /// the levels `<P>_TRACE_CPU` selects that ended by themselves;
+        /// `None` otherwise.
+        cpu: Option<ThreadCpu>,
     },
     /// A `tracing` event: a point in time.
     Instant {
@@ -167,6 +192,36 @@ pub enum Event<'a> {
     Lane(LaneSlice<'a>),
     /// What an external lane's source reported (sent once per lane).
     LaneReport(&'a LaneReport),
+    /// A sample of the process's resident memory and CPU time, taken every
+    /// `<P>_TRACE_SAMPLE` interval while the capture runs (and once at its
+    /// start and finish). Samples come in time order among themselves, not
+    /// necessarily among the spans' events.
+    ProcessSample(ProcessSample),
+}
+
+/// One reading of the process's resident memory and CPU time, taken by the
+/// capture's sampler (`<P>_TRACE_SAMPLE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessSample {
+    /// When, in monotonic nanoseconds.
+    pub ts: u64,
+    /// The process's resident set (its working set on Windows), in bytes;
+    /// `None` where it could not be read.
+    pub resident_bytes: Option<u64>,
+    /// CPU time (user and system, every thread) the process has used since
+    /// it started, in nanoseconds; `None` where it could not be read.
+    pub cpu_ns: Option<u64>,
+}
+
+impl ProcessSample {
+    /// The CPU the process used between `earlier` and this sample, in
+    /// percent of one core (200 is two cores busy); `None` when either
+    /// lacks its CPU time or no time passed.
+    pub fn cpu_percent_since(&self, earlier: &ProcessSample) -> Option<f64> {
+        let cpu = self.cpu_ns?.checked_sub(earlier.cpu_ns?)?;
+        let wall = self.ts.checked_sub(earlier.ts).filter(|ns| *ns > 0)?;
+        Some(cpu as f64 * 100.0 / wall as f64)
+    }
 }
 
 /// Facts about the capture, given to each sink before the first event.

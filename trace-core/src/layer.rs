@@ -49,8 +49,10 @@ where
         self.core.enter(None, id.into_u64(), ctx.metadata(id));
     }
 
-    fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
-        self.core.exit(None, id.into_u64());
+    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        // The callsite, for its level, only when some spans read the CPU clock.
+        let meta = if self.core.reads_cpu() { ctx.metadata(id) } else { None };
+        self.core.exit(None, id.into_u64(), meta);
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {

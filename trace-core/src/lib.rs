@@ -3,10 +3,17 @@
 //!
 //! # Overview
 //!
-//! - [`Config`] reads `<P>_TRACE_DIR`, `<P>_TRACE_FILTER` and `<P>_TRACE_FORMAT`
-//!   under a tool's prefix and checks every value before the command runs; a
-//!   filter's bare word must be a level, so a typo is refused, never a silent
-//!   capture of nothing.
+//! - [`Config`] reads `<P>_TRACE_DIR`, `<P>_TRACE_FILTER`, `<P>_TRACE_FORMAT`,
+//!   `<P>_TRACE_CPU` and `<P>_TRACE_SAMPLE` under a tool's prefix and checks
+//!   every value before the command runs; a filter's bare word must be a
+//!   level, so a typo is refused, never a silent capture of nothing.
+//! - Spans at the levels `<P>_TRACE_CPU` selects (info and above by
+//!   default) read the thread's CPU clock at enter and exit, into the enter
+//!   and exit records themselves (no larger record); the others pay one
+//!   comparison. A sampler thread of the capture ([`os::ProcessSampler`],
+//!   every `<P>_TRACE_SAMPLE`) reads the process's resident memory and CPU
+//!   for counters; if the system refuses the thread, the capture goes on
+//!   without them and its [`Report`] says so.
 //! - [`Session`] is one capture: it creates the `.partial` files and builds a
 //!   dispatcher that the command runs under with
 //!   `tracing::dispatcher::with_default` (never a global default), so repeated
@@ -80,6 +87,8 @@
 //! | `<P>_TRACE_DIR` | turns capture on and names the output directory (created if missing) |
 //! | `<P>_TRACE_FILTER` | `tracing-subscriber` `Targets` directives; default `info` |
 //! | `<P>_TRACE_FORMAT` | comma list of the sinks to write; default all the caller knows |
+//! | `<P>_TRACE_CPU` | the least severe level whose spans read the thread CPU clock at enter and exit ([`Event::SpanBegin`]'s `thread_cpu_ns`, [`Event::SpanEnd`]'s `cpu`): a level name or `off`; default `info` ([`DEFAULT_CPU`]) |
+//! | `<P>_TRACE_SAMPLE` | the interval of the capture's sampler thread, which reads the process's resident memory and CPU ([`Event::ProcessSample`]): `1ms` to `1s`, as `<n>ms` or `<n>s`, or `off`; default `10ms` ([`DEFAULT_SAMPLE`]) |
 //! | `<P>_TRACE_CHILDREN` | `1`: children started with [`Handle::child_env`] capture themselves into this capture's directory even without their own `<P>_TRACE_DIR`; `0` (default): only those whose own directory is set |
 //! | `TRACEPARENT`, `CABIN_TRACE_PARENT` | set on children by [`Handle::child_env`]: the family's trace id and parent span (W3C trace context), and the parent capture's directory and stem; read under every prefix. A malformed value is ignored with a warning ([`Config::warnings`]) |
 //!
@@ -105,15 +114,19 @@ mod layer;
 pub mod os;
 mod record;
 mod ring;
+mod sampler;
 mod session;
 mod sink;
 mod subscriber;
 mod writer;
 
 pub use capture::ROOT_TARGET;
-pub use config::{Config, ConfigError, ErrorKind, DEFAULT_FILTER};
+pub use config::{
+    Config, ConfigError, ErrorKind, DEFAULT_CPU, DEFAULT_FILTER, DEFAULT_SAMPLE, MAX_SAMPLE, MIN_SAMPLE,
+};
 pub use event::{
-    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Resources, Since, Site, Start, Tid, Value,
+    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, ProcessSample, Resources, Since, Site,
+    Start, ThreadCpu, Tid, Value,
 };
 pub use family::{parse_traceparent, Family, TraceId, PARENT_VAR, TRACEPARENT_VAR};
 pub use layer::CaptureLayer;

@@ -12,6 +12,9 @@
 //! | process CPU ([`Usage`]) | `getrusage` | `getrusage` | not read |
 //! | the tool's peak memory | since the exec: `getrusage`, or `VmHWM` of `/proc/self/status` | `getrusage`: since the exec, or since process creation | not read |
 //! | a child's CPU and peak ([`wait_child`]) | `wait4` | `wait4` | not read |
+//! | the calling thread's CPU time ([`thread_cpu_ns`]) | `CLOCK_THREAD_CPUTIME_ID` | `CLOCK_THREAD_CPUTIME_ID` | `GetThreadTimes` |
+//! | resident memory now ([`ProcessSampler`]) | `/proc/self/statm`, kept open | `task_info(MACH_TASK_BASIC_INFO)` | `K32GetProcessMemoryInfo` |
+//! | process CPU now ([`ProcessSampler`]) | `CLOCK_PROCESS_CPUTIME_ID` | `CLOCK_PROCESS_CPUTIME_ID` | `GetProcessTimes` |
 //!
 //! What is not read is `None`, and [`missing`] says why, for the summary.
 //!
@@ -27,7 +30,7 @@ use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::event::{Resources, Since};
+use crate::event::{ProcessSample, Resources, Since};
 
 #[cfg(unix)]
 mod unix;
@@ -56,6 +59,43 @@ pub fn current_tid() -> u64 {
 #[inline]
 pub fn monotonic_ns() -> u64 {
     platform::monotonic_ns()
+}
+
+/// The CPU time (user and system) the calling thread has used, in
+/// nanoseconds: `CLOCK_THREAD_CPUTIME_ID` on Unix, `GetThreadTimes` on
+/// Windows (in steps of the scheduler's tick there). `None` if the system
+/// refuses to say. A capture reads it at the enter and exit of the spans
+/// `<P>_TRACE_CPU` selects; docs/performance.md gives the cost of one read.
+#[inline]
+pub fn thread_cpu_ns() -> Option<u64> {
+    platform::thread_cpu_ns()
+}
+
+/// Reads the process's resident memory and CPU time, again and again: what
+/// a capture's sampler thread runs at each `<P>_TRACE_SAMPLE` interval.
+/// It keeps what a reading can reuse (on Linux, `/proc/self/statm` open).
+#[derive(Debug)]
+pub struct ProcessSampler {
+    platform: platform::Sampler,
+}
+
+impl ProcessSampler {
+    /// A sampler of the calling process.
+    pub fn new() -> ProcessSampler {
+        ProcessSampler { platform: platform::Sampler::new() }
+    }
+
+    /// One reading, stamped with [`monotonic_ns`] as it is taken.
+    pub fn sample(&mut self) -> ProcessSample {
+        let (resident_bytes, cpu_ns) = self.platform.read();
+        ProcessSample { ts: monotonic_ns(), resident_bytes, cpu_ns }
+    }
+}
+
+impl Default for ProcessSampler {
+    fn default() -> Self {
+        ProcessSampler::new()
+    }
 }
 
 /// Milliseconds since the Unix epoch.
@@ -235,6 +275,48 @@ mod tests {
         let r = Usage::now().since(&Usage::now(), &ChildTotals::default());
         assert_eq!(r.largest_child_max_rss_kib, None);
         assert_eq!(r.waited_children, missing().is_none().then_some(0));
+    }
+
+    /// Burns CPU on the calling thread for about `ms` milliseconds of wall time.
+    fn spin(ms: u64) {
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        let mut x = 1u64;
+        while std::time::Instant::now() < until {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+
+    #[test]
+    fn the_thread_cpu_clock_counts_spinning_and_not_sleeping() {
+        let before = thread_cpu_ns().expect("the thread CPU clock is read on this platform");
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let slept = thread_cpu_ns().unwrap() - before;
+        spin(30);
+        let spun = thread_cpu_ns().unwrap() - before - slept;
+        assert!(slept < 5_000_000, "sleeping 30 ms used {slept} ns of CPU");
+        // A shared machine may give this thread a fraction of a core only.
+        assert!(spun > 5_000_000, "spinning 30 ms used only {spun} ns of CPU");
+    }
+
+    #[test]
+    fn a_process_sample_sees_memory_that_was_touched_and_cpu_that_was_used() {
+        let mut sampler = ProcessSampler::new();
+        let first = sampler.sample();
+        // Every platform this builds for reads both.
+        let (Some(rss), Some(cpu)) = (first.resident_bytes, first.cpu_ns) else {
+            panic!("a sample of this process read nothing: {first:?}");
+        };
+        let mut block = vec![0u8; 64 << 20];
+        for page in block.chunks_mut(4096) {
+            page[0] = 1;
+        }
+        spin(20);
+        let second = sampler.sample();
+        std::hint::black_box(&block);
+        assert!(second.ts > first.ts);
+        let grown = second.resident_bytes.unwrap().saturating_sub(rss);
+        assert!(grown > 56 << 20, "touching 64 MiB grew the resident set by {grown} bytes");
+        assert!(second.cpu_ns.unwrap() > cpu, "{first:?} then {second:?}");
     }
 
     #[test]

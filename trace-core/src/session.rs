@@ -74,6 +74,10 @@ pub struct Session {
     partials: Vec<PathBuf>,
     stem: String,
     usage_start: Usage,
+    /// The sampler thread, when `<P>_TRACE_SAMPLE` is not `off` and it started.
+    sampler: Option<crate::sampler::Sampler>,
+    /// Why the sampler thread did not start, for the report.
+    sampler_error: Option<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -212,8 +216,18 @@ impl Session {
             family: config.family().clone(),
             dir: config.dir().to_path_buf(),
             stem: stem.clone(),
+            cpu: config.cpu(),
         });
         let dispatch = dispatch(core.clone());
+        let (sampler, sampler_error) = match config.sample() {
+            None => (None, None),
+            Some(interval) => match crate::sampler::Sampler::start(interval, core.threads.handoff.tx.clone())
+            {
+                Ok(s) => (Some(s), None),
+                // The capture goes on without memory and CPU counters, and says so.
+                Err(e) => (None, Some(e.to_string())),
+            },
+        };
         Ok(Session {
             core,
             dispatch,
@@ -222,6 +236,8 @@ impl Session {
             partials,
             stem,
             usage_start: Usage::now(),
+            sampler,
+            sampler_error,
         })
     }
 
@@ -292,7 +308,12 @@ impl Session {
                 unclosed_spans: 0,
                 late_records: 0,
                 waited_ns: 0,
+                sampler_error: None,
             };
+        }
+        // Its last sample comes before the end.
+        if let Some(mut sampler) = self.sampler.take() {
+            sampler.stop();
         }
         let end_rel = self.core.rel_now();
         let resources = Usage::now().since(&self.usage_start, &self.core.children);
@@ -344,6 +365,7 @@ impl Session {
             unclosed_spans,
             late_records: handoff.late.load(Ordering::Relaxed),
             waited_ns: handoff.waited_ns.load(Ordering::Relaxed),
+            sampler_error: self.sampler_error.take(),
         }
     }
 }
@@ -379,6 +401,10 @@ pub struct Report {
     /// Time the command took longer because of the capture; 0 when the writer
     /// kept up.
     pub waited_ns: u64,
+    /// Why the sampler of memory and CPU (`<P>_TRACE_SAMPLE`) could not
+    /// start its thread: the trace then has no such counters. `None` when it
+    /// ran or was off.
+    pub sampler_error: Option<String>,
 }
 
 impl Report {
@@ -411,6 +437,11 @@ impl Report {
             out.push(format!(
                 "warning: {} spans were still open when the trace finished; they end at the finish, marked unclosed",
                 self.unclosed_spans
+            ));
+        }
+        if let Some(e) = &self.sampler_error {
+            out.push(format!(
+                "warning: the trace has no memory and CPU counters: their sampler thread did not start ({e})"
             ));
         }
         if self.late_records > 0 {

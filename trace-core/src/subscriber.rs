@@ -370,7 +370,7 @@ impl Subscriber for CaptureSubscriber {
                 Some(stack.remove(at).1)
             });
             if info.is_none_or(|i| i.captured) {
-                core.exit(Some(&slot.buf), id);
+                core.exit(Some(&slot.buf), id, info.map(|i| i.meta));
             }
             info
         });
@@ -481,6 +481,7 @@ mod tests {
             family: Default::default(),
             dir: Default::default(),
             stem: "test".into(),
+            cpu: tracing_core::LevelFilter::INFO,
         });
         // No writer ever runs: the batches stay in the channel for the test.
         let _ = core.writer.end();

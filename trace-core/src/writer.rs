@@ -35,7 +35,7 @@ use tracing_core::Metadata;
 
 use crate::buffer::{Msg, Taken, Threads};
 use crate::clock::Anchors;
-use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site, Start, Tid};
+use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site, Start, ThreadCpu, Tid};
 use crate::record::{raw_value, Batch, Kind, OwnedLane, OwnedValue, Raw};
 use crate::sink::{CheckedWriter, Sink};
 
@@ -156,6 +156,8 @@ struct Open {
     begin_ts: u64,
     meta: &'static Metadata<'static>,
     recorded: OwnedFields,
+    /// The thread CPU clock at the begin, when read.
+    begin_cpu: Option<u64>,
 }
 
 /// What arrived from one thread, in its order.
@@ -496,7 +498,9 @@ impl Writer {
         }
     }
 
-    fn end_slice(&mut self, tid: Tid, open: Open, ts: u64, unclosed: bool) {
+    /// Ends `open` at `ts`; `end_cpu` is the thread CPU clock at its exit
+    /// (`None` for a span the writer closes itself).
+    fn end_slice(&mut self, tid: Tid, open: Open, ts: u64, unclosed: bool, end_cpu: Option<u64>) {
         let [a, b] = &mut self.scratch;
         let mut all = a.take();
         borrow_fields(&mut all, self.spans.get(&open.id));
@@ -510,6 +514,7 @@ impl Writer {
             fields: &all,
             recorded: &recorded,
             unclosed,
+            cpu: open.begin_cpu.zip(end_cpu).map(|(begin_ns, end_ns)| ThreadCpu { begin_ns, end_ns }),
         };
         feed(&mut self.sinks, &event);
         a.put(all);
@@ -559,12 +564,19 @@ impl Writer {
                 let scratch = &mut self.scratch[0];
                 let mut fields = scratch.take();
                 borrow_fields(&mut fields, self.spans.get(&raw.id));
-                let event = Event::SpanBegin { thread: tid, ts, site: Site::of(meta), fields: &fields };
+                let begin_cpu = raw.thread_cpu_ns();
+                let event = Event::SpanBegin {
+                    thread: tid,
+                    ts,
+                    site: Site::of(meta),
+                    fields: &fields,
+                    thread_cpu_ns: begin_cpu,
+                };
                 feed(&mut self.sinks, &event);
                 scratch.put(fields);
                 let recorded = self.spare.pop().unwrap_or_default();
                 if let Some(lane) = self.lanes[i].as_mut() {
-                    lane.stack.push(Open { id: raw.id, begin_ts: ts, meta, recorded });
+                    lane.stack.push(Open { id: raw.id, begin_ts: ts, meta, recorded, begin_cpu });
                 }
             }
             Kind::Exit => {
@@ -586,7 +598,7 @@ impl Writer {
                         lane.gap_from = None;
                     }
                     if let Some(own) = own {
-                        self.end_slice(tid, own, ts, false);
+                        self.end_slice(tid, own, ts, false, raw.thread_cpu_ns());
                     }
                     return;
                 }
@@ -597,10 +609,10 @@ impl Writer {
                 }
                 for open in above {
                     let end = gap_ns.map_or(ts, |g| g.clamp(open.begin_ts, ts));
-                    self.end_slice(tid, open, end, true);
+                    self.end_slice(tid, open, end, true, None);
                 }
                 if let Some(own) = own {
-                    self.end_slice(tid, own, ts, false);
+                    self.end_slice(tid, own, ts, false, raw.thread_cpu_ns());
                 }
             }
             Kind::Close => {
@@ -656,6 +668,7 @@ impl Writer {
             }
             Msg::Lane(lane) => self.lane_slice(lane),
             Msg::LaneReport(report) => self.emit(&Event::LaneReport(&report)),
+            Msg::Sample(sample) => self.emit(&Event::ProcessSample(sample)),
             Msg::Finish { end_rel, resources } => return Some((end_rel, resources)),
             Msg::Sync(done) => {
                 self.advance();
@@ -699,7 +712,7 @@ impl Writer {
             let open: Vec<Open> = lane.stack.drain(..).rev().collect();
             for o in open {
                 self.unclosed += 1;
-                self.end_slice(tid, o, end_ns, true);
+                self.end_slice(tid, o, end_ns, true, None);
             }
         }
         let dropped = self.threads.handoff.dropped.load(Ordering::Relaxed);

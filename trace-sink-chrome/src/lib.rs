@@ -10,7 +10,10 @@
 //!   and for a child `cabin_trace_parent_span_id` (`args.span_id`) and
 //!   `cabin_trace_parent_stem` (`args.stem`);
 //! - a span is one complete (`X`) event on its thread's lane, written when
-//!   the span ends: `ts` is its begin, `dur` its length, and `args` every
+//!   the span ends: `ts` is its begin, `dur` its length, for the spans
+//!   `<P>_TRACE_CPU` selects `tts` and `tdur` the thread's CPU clock at its
+//!   begin and the CPU time the thread spent inside it (microseconds, like
+//!   `ts` and `dur`), and `args` every
 //!   field it holds at its end (those given at creation merged with those
 //!   recorded later), so that a viewer which keys frames by name and `args`
 //!   (speedscope) sees one frame per span, not a begin and an end that differ;
@@ -26,6 +29,10 @@
 //!   call site's name;
 //! - an external lane (Ninja's actions, test executables) is a process of its
 //!   own with one thread per sub-lane, its slices as `X` events;
+//! - the process's samples (`<P>_TRACE_SAMPLE`) are two counters (`C`) of
+//!   the process: [`MEMORY_COUNTER`] (series `bytes`, the resident set at
+//!   each sample) and [`CPU_COUNTER`] (series `percent`, of one core, the
+//!   CPU used from one sample to the next, placed at the first of the two);
 //! - loss is said where a viewer looks: when records were dropped, a
 //!   global instant `trace records dropped (N)` at the finish and a counter
 //!   (`C`) `trace records` whose one series, `dropped`, is 0 at the start and
@@ -96,6 +103,11 @@ pub const NAME_CHARS: usize = 60;
 /// The category of the sink's own events.
 const OWN_CATEGORY: &str = "cabin_trace";
 
+/// The counter (`C`) of the process's resident memory, series `bytes`.
+pub const MEMORY_COUNTER: &str = "process resident memory";
+/// The counter (`C`) of the process's CPU usage, series `percent` (of one core).
+pub const CPU_COUNTER: &str = "process CPU usage";
+
 /// The name of an instant whose message is `message`: its first line, cut
 /// to [`NAME_CHARS`] characters on a character boundary, and whether
 /// anything was cut (the name then ends with an ellipsis, which counts in
@@ -139,6 +151,8 @@ pub struct ChromeSink {
     lanes: Vec<(String, Vec<u32>)>,
     /// Spans written as unclosed, for the marker at the finish.
     unclosed: u64,
+    /// The previous process sample, for the CPU usage between it and the next.
+    last_sample: Option<trace_core::ProcessSample>,
     out: Events,
     /// The `:line` after a location's file, reused.
     line: Vec<u8>,
@@ -224,6 +238,35 @@ impl ChromeSink {
         self.out.close();
     }
 
+    /// A process sample: the resident memory at its time, and the CPU usage
+    /// since the previous sample, placed at the previous sample's time (a
+    /// counter holds its value until the next one).
+    fn process_sample(&mut self, sample: &trace_core::ProcessSample) {
+        let pid = self.pid();
+        if let Some(bytes) = sample.resident_bytes {
+            let b = self.out.timed((MEMORY_COUNTER, b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), sample.ts);
+            let mut args = Args::new(b);
+            uint(args.key("bytes"), bytes);
+            args.close();
+            self.out.close();
+        }
+        if let Some((last, percent)) =
+            self.last_sample.and_then(|last| Some((last, sample.cpu_percent_since(&last)?)))
+        {
+            let b = self.out.timed((CPU_COUNTER, b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), last.ts);
+            let mut args = Args::new(b);
+            // Tenths of a percent are as fine as a 1 ms interval resolves.
+            let tenths = (percent * 10.0).round() as u64;
+            let key = args.key("percent");
+            uint(key, tenths / 10);
+            key.push(b'.');
+            uint(key, tenths % 10);
+            args.close();
+            self.out.close();
+        }
+        self.last_sample = Some(*sample);
+    }
+
     /// One sample of the dropped-records counter.
     fn dropped_sample(&mut self, ts: u64, count: u64) {
         let pid = self.pid();
@@ -269,12 +312,18 @@ impl Sink for ChromeSink {
             Event::ThreadName { thread, name, .. } => {
                 self.out.metadata("thread_name", (pid, thread), "name", Some(name), 0);
             }
-            Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, .. } => {
+            Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, cpu, .. } => {
                 let ph: &[u8] = if unclosed { br#""B""# } else { br#""X""# };
                 let b = self.out.timed((site.name, b""), Some(site.target), ph, (pid, thread), begin_ts);
                 if !unclosed {
                     b.extend_from_slice(br#","dur":"#);
                     micros(b, ts.saturating_sub(begin_ts));
+                }
+                if let (Some(cpu), false) = (cpu, unclosed) {
+                    b.extend_from_slice(br#","tts":"#);
+                    micros(b, cpu.begin_ns);
+                    b.extend_from_slice(br#","tdur":"#);
+                    micros(b, cpu.ns());
                 }
                 let mut args = Args::new(b);
                 args.fields(fields);
@@ -286,6 +335,7 @@ impl Sink for ChromeSink {
                 self.out.close();
             }
             Event::Instant { thread, ts, site, fields, .. } => self.instant(thread, ts, site, fields),
+            Event::ProcessSample(ref sample) => self.process_sample(sample),
             Event::Lane(ref slice) => {
                 let (lpid, tid) = self.lane_ids(slice);
                 let b = self.out.timed(
@@ -367,11 +417,51 @@ mod tests {
     };
 
     #[test]
+    fn a_span_with_thread_cpu_time_gives_it_as_tts_and_tdur_in_microseconds() {
+        let cpu = trace_core::ThreadCpu { begin_ns: 7_000_500, end_ns: 9_500_500 };
+        let events = [
+            Event::SpanBegin {
+                thread: 7,
+                ts: 2_000,
+                site: SITE,
+                fields: &[],
+                thread_cpu_ns: Some(7_000_500),
+            },
+            Event::SpanEnd {
+                thread: 7,
+                ts: 5_000_000,
+                begin_ts: 2_000,
+                site: SITE,
+                fields: &[],
+                recorded: &[],
+                unclosed: false,
+                cpu: Some(cpu),
+            },
+        ];
+        let out = run(&events, 0);
+        let span = out.iter().find(|e| e["name"] == "compile").unwrap();
+        assert_eq!((&span["tts"], &span["tdur"]), (&json!(7000.5), &json!(2500.0)), "{span}");
+        let without = [Event::SpanEnd {
+            thread: 7,
+            ts: 5_000,
+            begin_ts: 2_000,
+            site: SITE,
+            fields: &[],
+            recorded: &[],
+            unclosed: false,
+            cpu: None,
+        }];
+        let out = run(&without, 0);
+        let span = out.iter().find(|e| e["name"] == "compile").unwrap();
+        assert!(span.get("tts").is_none() && span.get("tdur").is_none(), "{span}");
+    }
+
+    #[test]
     fn a_span_is_one_complete_event_written_at_its_end_with_every_field_in_its_args() {
         let created = [Field { name: "unit", value: Value::Str("a.c") }];
         let all = [created[0], Field { name: "exit_code", value: Value::I64(0) }];
         let events = [
-            Event::SpanBegin { thread: 7, ts: 2_000, site: SITE, fields: &created },
+            Event::SpanBegin { thread: 7, ts: 2_000, site: SITE, fields: &created, thread_cpu_ns: None },
             Event::SpanEnd {
                 thread: 7,
                 ts: 5_500,
@@ -380,6 +470,7 @@ mod tests {
                 fields: &all,
                 recorded: &all[1..],
                 unclosed: false,
+                cpu: None,
             },
         ];
         let out = run(&events, 0);
@@ -403,6 +494,7 @@ mod tests {
             fields: &[],
             recorded: &[],
             unclosed: true,
+            cpu: None,
         }];
         let out = run(&events, 0);
         let span = out.iter().find(|e| e["name"] == "compile").unwrap();

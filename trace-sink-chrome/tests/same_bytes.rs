@@ -193,7 +193,10 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
             1 | 2 => {
                 let (n, t) = (rng.below(names.len() as u64) as usize, rng.below(3) as usize);
                 open.push((thread, n, t, ts));
-                sink.event(&Event::SpanBegin { thread, ts, site: site(n, t), fields: &fields }, &mut out)
+                sink.event(
+                    &Event::SpanBegin { thread, ts, site: site(n, t), fields: &fields, thread_cpu_ns: None },
+                    &mut out,
+                )
             }
             3 | 4 => match open.pop() {
                 Some((thread, n, t, begin_ts)) => {
@@ -206,6 +209,7 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
                         fields: &fields,
                         recorded,
                         unclosed: rng.below(4) == 0,
+                        cpu: None,
                     };
                     sink.event(&end, &mut out)
                 }
@@ -270,7 +274,16 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
     }
     while let Some((thread, n, t, begin_ts)) = open.pop() {
         let site = Site { name: &names[n], target: &targets[t], level: Level::INFO, file: None, line: None };
-        let end = Event::SpanEnd { thread, ts, begin_ts, site, fields: &[], recorded: &[], unclosed: true };
+        let end = Event::SpanEnd {
+            thread,
+            ts,
+            begin_ts,
+            site,
+            fields: &[],
+            recorded: &[],
+            unclosed: true,
+            cpu: None,
+        };
         sink.event(&end, &mut out).unwrap();
     }
     let files: Vec<FileStatus> = Vec::new();

@@ -26,7 +26,7 @@ fn site(name: &'static str) -> Site<'static> {
 }
 
 fn begin(thread: Tid, ts: u64, name: &'static str) -> Event<'static> {
-    Event::SpanBegin { thread, ts, site: site(name), fields: &[] }
+    Event::SpanBegin { thread, ts, site: site(name), fields: &[], thread_cpu_ns: None }
 }
 
 fn end(
@@ -36,7 +36,16 @@ fn end(
     name: &'static str,
     fields: &'static [Field<'static>],
 ) -> Event<'static> {
-    Event::SpanEnd { thread, ts, begin_ts, site: site(name), fields, recorded: &[], unclosed: false }
+    Event::SpanEnd {
+        thread,
+        ts,
+        begin_ts,
+        site: site(name),
+        fields,
+        recorded: &[],
+        unclosed: false,
+        cpu: None,
+    }
 }
 
 fn finish_at(end_ns: u64) -> Finish<'static> {
@@ -266,6 +275,7 @@ fn a_span_still_open_at_the_end_is_written_and_marked_unclosed() {
             fields: &[],
             recorded: &[],
             unclosed: true,
+            cpu: None,
         },
     ];
     let spans = spans(&run(&mut OtlpSink::new(), &events, START_NS + 9));

@@ -25,6 +25,14 @@ pub(crate) const TYPE_COUNTER: i32 = 4;
 
 /// `CounterDescriptor.Unit.UNIT_COUNT`: a counter of things (dropped records).
 pub(crate) const UNIT_COUNT: i32 = 2;
+/// `CounterDescriptor.Unit.UNIT_TIME_NS`: nanoseconds (thread CPU time).
+pub(crate) const UNIT_TIME_NS: i32 = 1;
+/// `CounterDescriptor.Unit.UNIT_SIZE_BYTES`: bytes (resident memory).
+pub(crate) const UNIT_SIZE_BYTES: i32 = 3;
+/// `CounterDescriptor.BuiltinCounterType.COUNTER_THREAD_TIME_NS`: the
+/// thread's CPU time, which the trace processor reads from a slice's begin
+/// and end as the slice's thread timestamp and thread duration.
+pub(crate) const COUNTER_THREAD_TIME_NS: i32 = 1;
 
 /// `BuiltinClock.BUILTIN_CLOCK_MONOTONIC`: the clock of every timestamp the
 /// capture hands the sink.
@@ -82,6 +90,12 @@ pub(crate) mod keys {
     pub(crate) const EVENT_NAME: u64 = key(23, WIRE_LEN);
     /// `TrackEvent.counter_value`, int64 (a two-byte key).
     pub(crate) const EVENT_COUNTER_VALUE: u64 = key(30, WIRE_VARINT);
+    /// `TrackEvent.extra_counter_values`, repeated int64, unpacked in the
+    /// schema: one key per value.
+    pub(crate) const EVENT_EXTRA_COUNTER_VALUES: u64 = key(12, WIRE_VARINT);
+    /// `TrackEvent.extra_counter_track_uuids`, repeated uint64, unpacked in
+    /// the schema (a two-byte key).
+    pub(crate) const EVENT_EXTRA_COUNTER_TRACK_UUIDS: u64 = key(31, WIRE_VARINT);
 
     /// `DebugAnnotation.name_iid`, uint64.
     pub(crate) const ANNOTATION_NAME_IID: u64 = key(1, WIRE_VARINT);

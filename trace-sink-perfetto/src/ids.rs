@@ -45,6 +45,8 @@ pub(crate) enum TrackKind {
     Lane = 2,
     SubLane = 3,
     Counter = 4,
+    /// A thread's CPU-time counter, indexed by its thread's sequence.
+    ThreadCpu = 5,
 }
 
 /// The ids of one capture.

@@ -17,7 +17,12 @@
 //! - A span is a `SLICE_BEGIN`/`SLICE_END` pair on its thread's track; its
 //!   fields are debug annotations of the begin, fields recorded after the
 //!   begin are annotations of the end (viewers merge them into the slice), and
-//!   a span the capture had to close itself gets `unclosed = true`.
+//!   a span the capture had to close itself gets `unclosed = true`. A span
+//!   that read the thread CPU clock (`<P>_TRACE_CPU`) samples its thread's
+//!   `thread CPU time` counter track (a child of the thread's track, of the
+//!   built-in type `COUNTER_THREAD_TIME_NS`, absolute nanoseconds) on its
+//!   begin and end (`extra_counter_track_uuids`, `extra_counter_values`),
+//!   which the Perfetto UI shows as the slice's thread duration.
 //! - A `tracing` event is an `INSTANT` named after its message (its first
 //!   line, cut to 60 characters with an ellipsis: the name the Chrome sink
 //!   gives it), with its fields (the full `message` among them), its `level`
@@ -55,6 +60,10 @@
 //!   own under the process's track (so that the lanes of two captures merged
 //!   into one trace stay apart), named after the lane, with one child track
 //!   per sub-lane (`ninja 0`, `ninja 1`, ...) holding its slices.
+//! - The process's samples (`<P>_TRACE_SAMPLE`) are two counter tracks of the
+//!   process: [`MEMORY_COUNTER`] (unit bytes: the resident set at each
+//!   sample) and [`CPU_COUNTER`] (unit `%` of one core: the CPU used from one
+//!   sample to the next, placed at the first of the two).
 //! - The capture's family is an instant [`FAMILY_MARKER`] on the process's
 //!   track at the capture's start, with the annotations `trace_id` (32 hex)
 //!   and, for a child, `parent_span_id` (16 hex) and `parent_stem`.
@@ -137,7 +146,7 @@ use std::io::{self, Write};
 use trace_core::{Event, Finish, Sink, Start};
 
 use crate::state::State;
-pub use crate::state::FAMILY_MARKER;
+pub use crate::state::{CPU_COUNTER, FAMILY_MARKER, MEMORY_COUNTER};
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "perfetto";
@@ -220,14 +229,15 @@ impl Sink for PerfettoSink {
         let state = self.state(out)?;
         match *event {
             Event::ThreadName { thread, name, .. } => state.thread(thread, Some(name), out),
-            Event::SpanBegin { thread, ts, site, fields, .. } => {
-                state.span_begin(thread, ts, site, fields, out)
+            Event::SpanBegin { thread, ts, site, fields, thread_cpu_ns, .. } => {
+                state.span_begin(thread, ts, site, fields, thread_cpu_ns, out)
             }
-            Event::SpanEnd { thread, ts, recorded, unclosed, .. } => {
-                state.span_end(thread, ts, recorded, unclosed, out)
+            Event::SpanEnd { thread, ts, recorded, unclosed, cpu, .. } => {
+                state.span_end(thread, ts, recorded, unclosed, cpu, out)
             }
             Event::Instant { thread, ts, site, fields, .. } => state.instant(thread, ts, site, fields, out),
             Event::Lane(ref slice) => state.lane(slice, out),
+            Event::ProcessSample(ref sample) => state.process_sample(sample, out),
             _ => Ok(()),
         }
     }
@@ -319,7 +329,7 @@ mod tests {
         instant_fields.extend_from_slice(&fields);
         let mut round = |ts: u64, out: &mut dyn Write| {
             let events = [
-                Event::SpanBegin { thread: 7, ts, site, fields: &fields },
+                Event::SpanBegin { thread: 7, ts, site, fields: &fields, thread_cpu_ns: None },
                 Event::Instant { thread: 7, ts: ts + 1, site, fields: &instant_fields },
                 Event::SpanEnd {
                     thread: 7,
@@ -329,6 +339,7 @@ mod tests {
                     fields: &fields,
                     recorded: &fields[..1],
                     unclosed: ts.is_multiple_of(20),
+                    cpu: None,
                 },
                 Event::Lane(LaneSlice {
                     lane: "ninja",
@@ -426,7 +437,7 @@ mod tests {
         let site = COMPILE;
         let events = [
             Event::ThreadName { thread: 77, name: "main" },
-            Event::SpanBegin { thread: 77, ts: 10_100, site, fields: &[] },
+            Event::SpanBegin { thread: 77, ts: 10_100, site, fields: &[], thread_cpu_ns: None },
             Event::SpanEnd {
                 thread: 77,
                 ts: 10_300,
@@ -435,6 +446,7 @@ mod tests {
                 fields: &[],
                 recorded: &[],
                 unclosed: true,
+                cpu: None,
             },
         ];
         for e in &events {

@@ -129,9 +129,17 @@ pub(crate) struct TrackDescriptor {
 /// `perfetto.protos.CounterDescriptor`: makes a track a counter track.
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct CounterDescriptor {
+    /// `CounterDescriptor.BuiltinCounterType`.
+    #[prost(int32, optional, tag = "1")]
+    pub r#type: Option<i32>,
     /// `CounterDescriptor.Unit`.
     #[prost(int32, optional, tag = "3")]
     pub unit: Option<i32>,
+    #[prost(bool, optional, tag = "5")]
+    pub is_incremental: Option<bool>,
+    /// A unit the enum does not have, e.g. `%`.
+    #[prost(string, optional, tag = "6")]
+    pub unit_name: Option<String>,
 }
 
 /// `perfetto.protos.ProcessDescriptor`.

@@ -288,6 +288,8 @@ mod tests {
                 debug_annotations,
                 name: spec.full_name.map(|(s, cut)| if cut { format!("{s}…") } else { s.to_string() }),
                 counter_value: spec.counter,
+                extra_counter_track_uuids: spec.extra_counter.map(|(t, _)| t).into_iter().collect(),
+                extra_counter_values: spec.extra_counter.map(|(_, v)| v).into_iter().collect(),
                 ..Default::default()
             }),
             ..Default::default()
@@ -344,6 +346,7 @@ mod tests {
             extra: Vec<(String, Owned)>,
             full_name: Option<(String, bool)>,
             counter: Option<i64>,
+            extra_counter: Option<(u64, i64)>,
         }
 
         /// Names and texts: a few that recur (interned once, then reused),
@@ -382,7 +385,7 @@ mod tests {
         }
 
         fn event() -> impl Strategy<Value = Ev> {
-            (
+            let ev = (
                 step(),
                 prop_oneof![4 => 1..=3i32, 1 => any::<i32>()],
                 prop::option::of(any::<u64>()),
@@ -404,8 +407,12 @@ mod tests {
                         extra,
                         full_name,
                         counter,
+                        extra_counter: None,
                     },
-                )
+                );
+            let extra_counter =
+                prop::option::of((any::<u64>(), prop_oneof![any::<i64>(), 0..1_000_000_000i64]));
+            (ev, extra_counter).prop_map(|(ev, extra_counter)| Ev { extra_counter, ..ev })
         }
 
         fn fields(owned: &[(String, Owned)]) -> Vec<Field<'_>> {
@@ -448,6 +455,7 @@ mod tests {
                         extra: &x,
                         full_name: ev.full_name.as_ref().map(|(s, cut)| (s.as_str(), *cut)),
                         counter: ev.counter,
+                        extra_counter: ev.extra_counter,
                     };
                     hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
                     event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();

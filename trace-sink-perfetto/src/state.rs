@@ -4,14 +4,15 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use trace_core::{Field, Finish, LaneSlice, Site, Tid, Value};
+use trace_core::{Field, Finish, LaneSlice, ProcessSample, Site, ThreadCpu, Tid, Value};
 // The one naming rule of instants, so that both files name them alike.
 use trace_sink_chrome::instant_name;
 
 use crate::chunk::Encoder;
 use crate::clock::Timestamps;
 use crate::format::{
-    CHILD_ORDERING_EXPLICIT, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END, UNIT_COUNT,
+    CHILD_ORDERING_EXPLICIT, COUNTER_THREAD_TIME_NS, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN,
+    TYPE_SLICE_END, UNIT_COUNT, UNIT_SIZE_BYTES, UNIT_TIME_NS,
 };
 use crate::ids::{Ids, TrackKind};
 use crate::intern::FastHash;
@@ -23,6 +24,11 @@ use crate::track_event::EventSpec;
 const UNCLOSED: [Field<'static>; 1] = [Field { name: "unclosed", value: Value::Bool(true) }];
 /// The category of the sink's own events.
 const OWN_CATEGORY: &str = "cabin_trace";
+
+/// The counter track of the process's resident memory (bytes).
+pub const MEMORY_COUNTER: &str = "process resident memory";
+/// The counter track of the process's CPU usage (percent of one core).
+pub const CPU_COUNTER: &str = "process CPU usage";
 
 /// The name of the instant that gives the capture's family.
 pub const FAMILY_MARKER: &str = "trace family";
@@ -47,6 +53,14 @@ pub(crate) struct State {
     /// The sequence of the process and lane tracks and of the lanes' slices.
     process: Sequence,
     pub(crate) threads: HashMap<Tid, Sequence, FastHash>,
+    /// Each thread's track and the index of its sequence.
+    thread_tracks: HashMap<Tid, (u64, u32), FastHash>,
+    /// Each thread's CPU-time counter track, declared on its first use.
+    cpu_tracks: HashMap<Tid, u64, FastHash>,
+    /// The process's memory and CPU counter tracks, declared with the first sample.
+    sample_tracks: Option<(u64, u64)>,
+    /// The previous process sample, for the CPU usage between it and the next.
+    last_sample: Option<ProcessSample>,
     /// Sequences started so far, the process's included: the next one's index.
     sequences: u32,
     lanes: Vec<Lane>,
@@ -112,6 +126,10 @@ impl State {
             process_track,
             process,
             threads: HashMap::default(),
+            thread_tracks: HashMap::default(),
+            cpu_tracks: HashMap::default(),
+            sample_tracks: None,
+            last_sample: None,
             sequences: 1,
             lanes: Vec::new(),
             enc,
@@ -155,7 +173,57 @@ impl State {
             },
         )?;
         self.threads.insert(thread, sequence);
+        self.thread_tracks.insert(thread, (track, index));
         Ok(())
+    }
+
+    /// The uuid of `thread`'s CPU-time counter, declared on its sequence the
+    /// first time: a child of the thread's track whose values (absolute
+    /// nanoseconds of the thread's CPU clock) the slices' begins and ends
+    /// carry, which the trace processor turns into each slice's thread
+    /// timestamp and thread duration.
+    fn cpu_track(&mut self, thread: Tid, out: &mut dyn Write) -> io::Result<u64> {
+        if let Some(&uuid) = self.cpu_tracks.get(&thread) {
+            return Ok(uuid);
+        }
+        self.thread(thread, None, out)?;
+        let Some(&(track, index)) = self.thread_tracks.get(&thread) else {
+            return Err(io::Error::other("the Perfetto sink lost a thread's track"));
+        };
+        let uuid = self.ids.track(TrackKind::ThreadCpu, u64::from(index));
+        if let Some(sequence) = self.threads.get_mut(&thread) {
+            sequence.describe(
+                &mut self.enc,
+                out,
+                TrackDescriptor {
+                    uuid: Some(uuid),
+                    parent_uuid: Some(track),
+                    name: Some("thread CPU time".to_string()),
+                    counter: Some(CounterDescriptor {
+                        r#type: Some(COUNTER_THREAD_TIME_NS),
+                        unit: Some(UNIT_TIME_NS),
+                        is_incremental: Some(false),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )?;
+        }
+        self.cpu_tracks.insert(thread, uuid);
+        Ok(uuid)
+    }
+
+    /// The thread CPU-time sample of a slice's begin or end, if it has one.
+    fn cpu_sample(
+        &mut self,
+        thread: Tid,
+        ns: Option<u64>,
+        out: &mut dyn Write,
+    ) -> io::Result<Option<(u64, i64)>> {
+        match ns {
+            Some(ns) => Ok(Some((self.cpu_track(thread, out)?, i64::try_from(ns).unwrap_or(i64::MAX)))),
+            None => Ok(None),
+        }
     }
 
     /// Writes a track event on `thread`'s sequence.
@@ -309,30 +377,74 @@ impl State {
         self.process.event(&mut self.enc, out, &spec)
     }
 
-    /// A counter track of the process, `trace records dropped`, at 0 at the
-    /// capture's start and at `count` at `end_ns`.
-    fn dropped_counter(&mut self, end_ns: u64, count: u64, out: &mut dyn Write) -> io::Result<()> {
-        let uuid = self.ids.track(TrackKind::Counter, 0);
+    /// A process sample: the resident memory at its time, and the CPU usage
+    /// since the previous sample at the previous sample's time (a counter
+    /// holds its value until the next one), on two counter tracks of the
+    /// process declared with the first sample.
+    pub(crate) fn process_sample(&mut self, sample: &ProcessSample, out: &mut dyn Write) -> io::Result<()> {
+        let (memory, cpu) = match self.sample_tracks {
+            Some(tracks) => tracks,
+            None => {
+                let tracks = (self.ids.track(TrackKind::Counter, 1), self.ids.track(TrackKind::Counter, 2));
+                let bytes = CounterDescriptor { unit: Some(UNIT_SIZE_BYTES), ..Default::default() };
+                self.counter_track(tracks.0, MEMORY_COUNTER, bytes, out)?;
+                let percent = CounterDescriptor { unit_name: Some("%".into()), ..Default::default() };
+                self.counter_track(tracks.1, CPU_COUNTER, percent, out)?;
+                self.sample_tracks = Some(tracks);
+                tracks
+            }
+        };
+        let last = self.last_sample.replace(*sample);
+        if let Some(bytes) = sample.resident_bytes {
+            self.counter_value(memory, sample.ts, i64::try_from(bytes).unwrap_or(i64::MAX), out)?;
+        }
+        if let Some((ts, percent)) = last.and_then(|last| Some((last.ts, sample.cpu_percent_since(&last)?))) {
+            self.counter_value(cpu, ts, percent.round() as i64, out)?;
+        }
+        Ok(())
+    }
+
+    /// Declares a counter track `name` of the process.
+    fn counter_track(
+        &mut self,
+        uuid: u64,
+        name: &str,
+        counter: CounterDescriptor,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
         self.process.describe(
             &mut self.enc,
             out,
             TrackDescriptor {
                 uuid: Some(uuid),
                 parent_uuid: Some(self.process_track),
-                name: Some("trace records dropped".to_string()),
-                counter: Some(CounterDescriptor { unit: Some(UNIT_COUNT) }),
+                name: Some(name.to_string()),
+                counter: Some(counter),
                 ..Default::default()
             },
-        )?;
+        )
+    }
+
+    /// One value of a counter track of the process.
+    fn counter_value(&mut self, track: u64, ts: u64, value: i64, out: &mut dyn Write) -> io::Result<()> {
+        let spec = EventSpec {
+            ts,
+            kind: TYPE_COUNTER,
+            track: Some(track),
+            counter: Some(value),
+            ..EventSpec::default()
+        };
+        self.process.event(&mut self.enc, out, &spec)
+    }
+
+    /// A counter track of the process, `trace records dropped`, at 0 at the
+    /// capture's start and at `count` at `end_ns`.
+    fn dropped_counter(&mut self, end_ns: u64, count: u64, out: &mut dyn Write) -> io::Result<()> {
+        let uuid = self.ids.track(TrackKind::Counter, 0);
+        let counter = CounterDescriptor { unit: Some(UNIT_COUNT), ..Default::default() };
+        self.counter_track(uuid, "trace records dropped", counter, out)?;
         for (ts, value) in [(self.base_ns, 0), (end_ns, i64::try_from(count).unwrap_or(i64::MAX))] {
-            let spec = EventSpec {
-                ts,
-                kind: TYPE_COUNTER,
-                track: Some(uuid),
-                counter: Some(value),
-                ..EventSpec::default()
-            };
-            self.process.event(&mut self.enc, out, &spec)?;
+            self.counter_value(uuid, ts, value, out)?;
         }
         Ok(())
     }
@@ -344,6 +456,7 @@ impl State {
         ts: u64,
         site: Site<'_>,
         fields: &[Field<'_>],
+        thread_cpu_ns: Option<u64>,
         out: &mut dyn Write,
     ) -> io::Result<()> {
         let spec = EventSpec {
@@ -352,6 +465,7 @@ impl State {
             name: Some(site.name),
             category: Some(site.target),
             fields,
+            extra_counter: self.cpu_sample(thread, thread_cpu_ns, out)?,
             ..EventSpec::default()
         };
         self.thread_event(thread, &spec, out)
@@ -364,6 +478,7 @@ impl State {
         ts: u64,
         recorded: &[Field<'_>],
         unclosed: bool,
+        cpu: Option<ThreadCpu>,
         out: &mut dyn Write,
     ) -> io::Result<()> {
         self.unclosed += u64::from(unclosed);
@@ -372,6 +487,7 @@ impl State {
             kind: TYPE_SLICE_END,
             fields: recorded,
             extra: if unclosed { &UNCLOSED } else { &[] },
+            extra_counter: self.cpu_sample(thread, cpu.map(|c| c.end_ns), out)?,
             ..EventSpec::default()
         };
         self.thread_event(thread, &spec, out)

@@ -30,6 +30,10 @@ pub(crate) struct EventSpec<'a> {
     pub full_name: Option<(&'a str, bool)>,
     /// `TrackEvent.counter_value`, for a counter event.
     pub counter: Option<i64>,
+    /// One value of another counter track sampled at this event
+    /// (`extra_counter_track_uuids`, `extra_counter_values`): the thread
+    /// CPU-time counter on a slice's begin and end.
+    pub extra_counter: Option<(u64, i64)>,
 }
 
 impl EventSpec<'_> {
@@ -39,8 +43,20 @@ impl EventSpec<'_> {
     #[inline]
     pub(crate) fn is_bare(&self) -> bool {
         // Every field is named, so that one added later has to be decided here.
-        let EventSpec { ts: _, kind: _, track, name, category, fields, extra, full_name, counter } = self;
+        let EventSpec {
+            ts: _,
+            kind: _,
+            track,
+            name,
+            category,
+            fields,
+            extra,
+            full_name,
+            counter,
+            extra_counter,
+        } = self;
         track.is_none()
+            && extra_counter.is_none()
             && name.is_none()
             && category.is_none()
             && fields.is_empty()
@@ -170,6 +186,10 @@ pub(crate) fn put_track_event(
     if let Some(value) = spec.counter {
         event_len += varint_len(keys::EVENT_COUNTER_VALUE) + varint_len(value as u64);
     }
+    if let Some((track, value)) = spec.extra_counter {
+        event_len += varint_len(keys::EVENT_EXTRA_COUNTER_VALUES) + varint_len(value as u64);
+        event_len += varint_len(keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS) + varint_len(track);
+    }
     for (field, &(iid, new)) in fields() {
         event_len += nested_len(annotation_len(iid, field.value));
         if new {
@@ -199,6 +219,10 @@ pub(crate) fn put_track_event(
     if let Some(track) = spec.track {
         put_field(buf, keys::EVENT_TRACK_UUID, track);
     }
+    if let Some((_, value)) = spec.extra_counter {
+        // Unpacked, one key per value, as the schema declares it.
+        put_field(buf, keys::EVENT_EXTRA_COUNTER_VALUES, value as u64);
+    }
     if let Some(full @ (name, cut)) = spec.full_name {
         put_field(buf, keys::EVENT_NAME, full_name_len(full) as u64);
         buf.extend_from_slice(name.as_bytes());
@@ -209,6 +233,9 @@ pub(crate) fn put_track_event(
     if let Some(value) = spec.counter {
         // An int64 goes on the wire as its two's complement, as prost writes it.
         put_field(buf, keys::EVENT_COUNTER_VALUE, value as u64);
+    }
+    if let Some((track, _)) = spec.extra_counter {
+        put_field(buf, keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS, track);
     }
     if interned_len > 0 {
         put_field(buf, keys::PACKET_INTERNED_DATA, interned_len as u64);

@@ -97,6 +97,15 @@ pub struct SpanTotals {
     /// The sum of the slices' inclusive lifetimes, in microseconds: summed over
     /// threads and nesting, so it is not elapsed time and may exceed `wall_us`.
     pub total_inclusive_us: u64,
+    /// The sum of the thread CPU time spent inside the slices, in
+    /// microseconds, labelled like `total_inclusive_us`: inclusive (a
+    /// slice's CPU time includes its children's) and summed over threads and
+    /// nesting, so it is not the process's CPU time. Only slices at the levels
+    /// `<P>_TRACE_CPU` selects that ended by themselves carry one; absent (or
+    /// `null`) when none of this name did, and in files written before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_inclusive_thread_cpu_us: Option<u64>,
     /// How many of the slices were still open when the capture ended (closed at
     /// its end) or lost their end with dropped records.
     pub unclosed: u64,

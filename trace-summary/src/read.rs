@@ -102,14 +102,18 @@ impl Timings {
         );
         let _ = writeln!(
             s,
-            "{:>12} {:>8}  name (target)  [inclusive time, summed over threads and nesting]",
-            "total ms", "count"
+            "{:>12} {:>12} {:>8}  name (target)  [inclusive wall and thread CPU time, summed over threads and nesting]",
+            "total ms", "cpu ms", "count"
         );
         for span in self.spans.iter().take(top) {
+            let cpu = span
+                .total_inclusive_thread_cpu_us
+                .map_or_else(|| "-".to_string(), |us| format!("{:.3}", us as f64 / 1000.0));
             let _ = write!(
                 s,
-                "{:>12.3} {:>8}  {} ({})",
+                "{:>12.3} {:>12} {:>8}  {} ({})",
                 span.total_inclusive_us as f64 / 1000.0,
+                cpu,
                 span.count,
                 span.name,
                 span.target
@@ -120,7 +124,7 @@ impl Timings {
             s.push('\n');
         }
         if self.spans.len() > top {
-            let _ = writeln!(s, "{:>12} {:>8}  ... {} more", "", "", self.spans.len() - top);
+            let _ = writeln!(s, "{:>12} {:>12} {:>8}  ... {} more", "", "", "", self.spans.len() - top);
         }
         let _ = write!(s, "ninja: {}", self.ninja.status);
         if let Some(a) = self.ninja.actions {

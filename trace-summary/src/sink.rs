@@ -16,6 +16,8 @@ use crate::model::{Lane, Ninja, Resources, SpanTotals, Timings, TraceFile};
 struct Acc {
     count: u64,
     total_ns: u64,
+    /// Thread CPU time of the slices that carried it.
+    cpu_ns: Option<u64>,
     unclosed: u64,
     /// In the order the names first came: a span has a few fields, found
     /// faster by a scan than by a tree's string comparisons.
@@ -23,9 +25,12 @@ struct Acc {
 }
 
 impl Acc {
-    fn add(&mut self, ns: u64, unclosed: bool, fields: &[Field<'_>]) {
+    fn add(&mut self, ns: u64, cpu_ns: Option<u64>, unclosed: bool, fields: &[Field<'_>]) {
         self.count += 1;
         self.total_ns += ns;
+        if let Some(cpu) = cpu_ns {
+            self.cpu_ns = Some(self.cpu_ns.unwrap_or(0).saturating_add(cpu));
+        }
         self.unclosed += u64::from(unclosed);
         for f in fields {
             if let Some(v) = f.value.as_integer() {
@@ -153,14 +158,15 @@ impl Sink for SummarySink {
 
     fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
         match *event {
-            Event::SpanEnd { ts, begin_ts, site, fields, unclosed, .. } => {
+            Event::SpanEnd { ts, begin_ts, site, fields, unclosed, cpu, .. } => {
                 let ns = ts.saturating_sub(begin_ts);
+                let cpu = cpu.map(|c| c.ns());
                 // Most ends hit an existing entry: look up before allocating keys.
                 if let Some(acc) = self.spans.get_mut(site.name).and_then(|t| t.get_mut(site.target)) {
-                    acc.add(ns, unclosed, fields);
+                    acc.add(ns, cpu, unclosed, fields);
                 } else {
                     let mut acc = Acc::default();
-                    acc.add(ns, unclosed, fields);
+                    acc.add(ns, cpu, unclosed, fields);
                     self.spans.entry(site.name.to_owned()).or_default().insert(site.target.to_owned(), acc);
                 }
             }
@@ -202,6 +208,7 @@ impl Sink for SummarySink {
                     target,
                     count: a.count,
                     total_inclusive_us: a.total_ns / 1000,
+                    total_inclusive_thread_cpu_us: a.cpu_ns.map(|ns| ns / 1000),
                     unclosed: a.unclosed,
                     field_sums: a.field_sums.into_iter().collect(),
                 })

@@ -36,6 +36,76 @@ pub(super) fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
 }
 
+#[inline]
+pub(super) fn thread_cpu_ns() -> Option<u64> {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// What repeated samples of the process reuse.
+#[derive(Debug)]
+pub(super) struct Sampler {
+    /// `/proc/self/statm`, read again from its start for each sample: the
+    /// kernel regenerates it on every read, and keeping it open saves the
+    /// open and close of each sample.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    statm: Option<std::fs::File>,
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    page_bytes: u64,
+}
+
+impl Sampler {
+    pub(super) fn new() -> Sampler {
+        Sampler {
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            statm: std::fs::File::open("/proc/self/statm").ok(),
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            // SAFETY: sysconf has no preconditions.
+            page_bytes: u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096),
+        }
+    }
+
+    /// The resident set in bytes and the process's CPU time in nanoseconds.
+    pub(super) fn read(&mut self) -> (Option<u64>, Option<u64>) {
+        (self.resident_bytes(), clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID))
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn resident_bytes(&mut self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        // `size resident shared text lib data dt`, in pages.
+        let mut buf = [0u8; 128];
+        let n = self.statm.as_ref()?.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(buf.get(..n)?).ok()?;
+        let pages: u64 = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
+        Some(pages * self.page_bytes)
+    }
+
+    #[cfg(target_vendor = "apple")]
+    fn resident_bytes(&mut self) -> Option<u64> {
+        // SAFETY: an all-zero mach_task_basic_info is valid, and task_info
+        // writes at most `count` integers of it.
+        let mut info: libc::mach_task_basic_info = unsafe { std::mem::zeroed() };
+        let mut count = libc::MACH_TASK_BASIC_INFO_COUNT;
+        // SAFETY: `info` and `count` are valid and writable; the task port is
+        // this process's own, which needs no deallocation.
+        #[allow(deprecated)]
+        let rc = unsafe {
+            libc::task_info(
+                libc::mach_task_self(),
+                libc::MACH_TASK_BASIC_INFO,
+                (&mut info as *mut libc::mach_task_basic_info).cast(),
+                &mut count,
+            )
+        };
+        (rc == libc::KERN_SUCCESS).then_some(info.resident_size)
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android", target_vendor = "apple")))]
+    fn resident_bytes(&mut self) -> Option<u64> {
+        None
+    }
+}
+
 fn rusage(who: libc::c_int) -> Option<libc::rusage> {
     // SAFETY: an all-zero rusage is valid, and getrusage only writes to it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };

@@ -22,6 +22,12 @@ pub struct Seen {
     pub finished: bool,
     /// The name of the thread that finished the sink.
     pub finished_on: Option<String>,
+    /// (name, thread CPU clock at the begin) per begin
+    pub begin_cpu: Vec<(String, Option<u64>)>,
+    /// (name, thread CPU time inside the span in ns) per end
+    pub end_cpu: Vec<(String, Option<u64>)>,
+    /// The process samples, in the order they came.
+    pub samples: Vec<trace_core::ProcessSample>,
 }
 
 pub type Collected = Arc<Mutex<Seen>>;
@@ -56,13 +62,15 @@ impl Sink for Collect {
         let mut s = self.0.lock();
         match *event {
             Event::ThreadName { thread, name } => s.threads.push((thread, name.to_string())),
-            Event::SpanBegin { thread, site, fields, .. } => {
+            Event::SpanBegin { thread, site, fields, thread_cpu_ns, .. } => {
+                s.begin_cpu.push((site.name.to_string(), thread_cpu_ns));
                 if s.order.len() < 10_000 {
                     s.order.push(format!("B {}", site.name));
                 }
                 s.begins.push((thread, site.name.to_string(), text(fields)))
             }
-            Event::SpanEnd { thread, site, fields, recorded, unclosed, .. } => {
+            Event::SpanEnd { thread, site, fields, recorded, unclosed, cpu, .. } => {
+                s.end_cpu.push((site.name.to_string(), cpu.map(|c| c.ns())));
                 if s.order.len() < 10_000 {
                     s.order.push(format!("E {}", site.name));
                 }
@@ -70,6 +78,7 @@ impl Sink for Collect {
                 s.ends.push((thread, site.name.to_string(), text(recorded), unclosed))
             }
             Event::Instant { .. } => s.instants += 1,
+            Event::ProcessSample(sample) => s.samples.push(sample),
             _ => {}
         }
         Ok(())
@@ -108,11 +117,15 @@ pub fn session_filtered(command: &str, filter: &str) -> (Session, Collected) {
 
 /// A session with `filter` recorded by the front-end `front`.
 pub fn session_on(front: Front, command: &str, filter: &str) -> (Session, Collected) {
+    session_with(front, command, &[("T_TRACE_FILTER", filter)])
+}
+
+/// A session recorded by `front`, with the variables `vars` (under the prefix `T`).
+pub fn session_with(front: Front, command: &str, vars: &[(&str, &str)]) -> (Session, Collected) {
     let dir = tempfile::tempdir().unwrap().keep();
     let config = Config::from_lookup("T", &[], |n| match n {
         "T_TRACE_DIR" => Some(dir.clone().into()),
-        "T_TRACE_FILTER" => Some(filter.into()),
-        _ => None,
+        _ => vars.iter().find(|(k, _)| *k == n).map(|(_, v)| (*v).into()),
     })
     .unwrap()
     .unwrap();

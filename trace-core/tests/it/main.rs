@@ -5,11 +5,13 @@
 mod alloc;
 mod bad_input;
 mod collect;
+mod cpu;
 mod cross_thread;
 mod filter_props;
 mod flood;
 mod isolation;
 mod platform;
+mod samples;
 mod stream;
 mod subscriber;
 mod writer_start;

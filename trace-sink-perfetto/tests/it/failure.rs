@@ -52,7 +52,7 @@ fn a_write_failure_mid_capture_is_kept_and_the_sink_goes_on_without_panicking() 
         for i in 0..50u64 {
             let events = [
                 Event::ThreadName { thread: 7, name: "main" },
-                Event::SpanBegin { thread: 7, ts: 2_000 + i, site, fields: &fields },
+                Event::SpanBegin { thread: 7, ts: 2_000 + i, site, fields: &fields, thread_cpu_ns: None },
                 Event::Instant { thread: 8, ts: 2_000 + i, site, fields: &fields },
                 Event::Lane(LaneSlice {
                     lane: "ninja",
@@ -70,6 +70,7 @@ fn a_write_failure_mid_capture_is_kept_and_the_sink_goes_on_without_panicking() 
                     fields: &fields,
                     recorded: &[],
                     unclosed: false,
+                    cpu: None,
                 },
             ];
             for e in &events {

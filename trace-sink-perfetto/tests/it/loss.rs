@@ -103,7 +103,7 @@ fn fields_recorded_after_the_begin_are_annotations_of_the_end() {
     let all = [created[0], Field { name: "exit_code", value: Value::I64(0) }];
     let site = Site { name: "run_compiler", ..SITE };
     let events = [
-        Event::SpanBegin { thread: 3, ts: 2_000, site, fields: &created },
+        Event::SpanBegin { thread: 3, ts: 2_000, site, fields: &created, thread_cpu_ns: None },
         Event::SpanEnd {
             thread: 3,
             ts: 8_000,
@@ -112,6 +112,7 @@ fn fields_recorded_after_the_begin_are_annotations_of_the_end() {
             fields: &all,
             recorded: &all[1..],
             unclosed: false,
+            cpu: None,
         },
     ];
     let dumped = written(&events, 0);

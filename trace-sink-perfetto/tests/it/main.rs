@@ -9,3 +9,4 @@ mod loss;
 mod processes;
 mod size;
 mod support;
+mod thread_cpu;

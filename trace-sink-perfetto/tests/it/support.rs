@@ -190,19 +190,19 @@ pub fn config(dir: &Path) -> Config {
 /// recorder; returns the `.pftrace` path, the recorded events and `command`'s
 /// result.
 pub fn capture<T>(dir: &Path, name: &str, command: impl FnOnce() -> T) -> (PathBuf, Vec<Seen>, T) {
-    capture_with(PerfettoSink::new(), dir, name, command)
+    capture_with(&config(dir), PerfettoSink::new(), name, command)
 }
 
-/// [`capture`] with the given Perfetto sink.
+/// [`capture`] with a configuration and a Perfetto sink of the caller's.
 pub fn capture_with<T>(
+    config: &Config,
     sink: PerfettoSink,
-    dir: &Path,
     name: &str,
     command: impl FnOnce() -> T,
 ) -> (PathBuf, Vec<Seen>, T) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sinks: Vec<Box<dyn Sink>> = vec![Box::new(sink), Box::new(Recorder(seen.clone()))];
-    let session = match Session::start(&config(dir), name, sinks) {
+    let session = match Session::start(config, name, sinks) {
         Ok(s) => s,
         Err(e) => panic!("start: {e}"),
     };

@@ -201,12 +201,15 @@ fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
     // Two call sites of one name and target (their strings at different
     // addresses), and the same name under another target.
     let (name_a, name_b) = (String::from("compile"), String::from("compile"));
+    // The thread CPU time of a slice that carries it adds to its name's;
+    // one that does not (unclosed, or below `<P>_TRACE_CPU`) adds nothing.
+    let cpu = |ns: u64| Some(trace_core::ThreadCpu { begin_ns: 7_000, end_ns: 7_000 + ns });
     let ends = [
-        (name_a.as_str(), "cabin::build", 1_000_000, 3, false),
-        (name_b.as_str(), "cabin::build", 2_000_000, 4, true),
-        (name_a.as_str(), "cabin::fetch", 5_000_000, 7, false),
+        (name_a.as_str(), "cabin::build", 1_000_000, 3, false, cpu(400_000)),
+        (name_b.as_str(), "cabin::build", 2_000_000, 4, true, None),
+        (name_a.as_str(), "cabin::fetch", 5_000_000, 7, false, None),
     ];
-    for (name, target, ns, files, unclosed) in ends {
+    for (name, target, ns, files, unclosed, cpu) in ends {
         let fields = [Field { name: "files", value: Value::U64(files) }];
         let site = Site { name, target, level: Level::INFO, file: None, line: None };
         let end = Event::SpanEnd {
@@ -217,6 +220,7 @@ fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
             fields: &fields,
             recorded: &[],
             unclosed,
+            cpu,
         };
         sink.event(&end, &mut out).unwrap();
     }
@@ -241,6 +245,16 @@ fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
         rows,
         [("compile", "cabin::fetch", 1, 5_000, 0, 7), ("compile", "cabin::build", 2, 3_000, 1, 7)]
     );
+    let cpu: Vec<Option<u64>> = t.spans.iter().map(|s| s.total_inclusive_thread_cpu_us).collect();
+    assert_eq!(cpu, [None, Some(400)]);
+    // The table gives it beside the inclusive time, `-` where no slice carried one.
+    let table = t.table(8);
+    let rows: Vec<Vec<&str>> =
+        table.lines().skip(2).take(2).map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0][..3], ["5.000", "-", "1"], "{table}");
+    assert_eq!(rows[1][..3], ["3.000", "0.400", "2"], "{table}");
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.matches("total_inclusive_thread_cpu_us").count(), 1, "absent where none: {text}");
 }
 
 #[test]
