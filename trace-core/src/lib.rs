@@ -113,7 +113,8 @@ mod writer;
 pub use capture::ROOT_TARGET;
 pub use config::{Config, ConfigError, ErrorKind, DEFAULT_FILTER};
 pub use event::{
-    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Resources, Since, Site, Start, Tid, Value,
+    Event, Field, FileStatus, Finish, FlowKind, LaneReport, LaneSlice, Level, Resources, Since, Site, Start,
+    Tid, Value,
 };
 pub use family::{parse_traceparent, Family, TraceId, PARENT_VAR, TRACEPARENT_VAR};
 pub use layer::CaptureLayer;

@@ -39,6 +39,8 @@ use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site,
 use crate::record::{raw_value, Batch, Kind, OwnedLane, OwnedValue, Raw};
 use crate::sink::{CheckedWriter, Sink};
 
+mod pieces;
+
 /// One sink and the file it writes.
 pub(crate) struct SinkFile {
     pub sink: Box<dyn Sink>,
@@ -236,6 +238,8 @@ pub(crate) struct Writer {
     anchors: Option<Anchors>,
     /// Spans still open at the finish.
     unclosed: u64,
+    /// Spans that run in pieces, and flows.
+    pieces: pieces::Pieces,
 }
 
 /// What the writer hands back at the end.
@@ -272,6 +276,7 @@ impl Writer {
             recycle,
             anchors,
             unclosed: 0,
+            pieces: pieces::Pieces::default(),
         }
     }
 
@@ -554,6 +559,7 @@ impl Writer {
                 let ts = self.time(i, raw.ts);
                 let Some(lane) = self.lanes[i].as_ref() else { return };
                 let tid = lane.tid;
+                self.pieces.enter(&mut self.sinks, i, tid, raw.id, meta, ts);
                 let fields = FieldBuf::owned(self.spans.get(&raw.id));
                 let event =
                     Event::SpanBegin { thread: tid, ts, site: Site::of(meta), fields: fields.as_slice() };
@@ -585,10 +591,13 @@ impl Writer {
                     self.end_slice(tid, open, end, true);
                 }
                 if let Some(own) = own {
+                    self.pieces.exit(own.id, tid, own.begin_ts, ts);
                     self.end_slice(tid, own, ts, false);
                 }
             }
             Kind::Close => {
+                let ts = self.time(i, raw.ts);
+                self.pieces.close(&mut self.sinks, &self.spans, raw.id, ts);
                 if let Some(mut old) = self.spans.remove(&raw.id) {
                     if self.spare.len() < 1024 {
                         old.clear();
@@ -596,6 +605,19 @@ impl Writer {
                     }
                 }
             }
+            Kind::Follows => {
+                let ts = self.time(i, raw.ts);
+                if let Some(crate::record::RawValue::U64(origin)) = raw_fields.first().map(|f| f.value) {
+                    self.pieces.follows(&mut self.sinks, &self.lanes, raw.id, origin, ts);
+                }
+            }
+            Kind::FlowOut => {
+                let ts = self.time(i, raw.ts);
+                let Some(lane) = self.lanes[i].as_ref() else { return };
+                let (tid, open) = (lane.tid, !lane.stack.is_empty());
+                self.pieces.spawn(&mut self.sinks, tid, open, raw.id, ts);
+            }
+            Kind::FlowIn => self.pieces.helper(i, raw.id),
             Kind::Event => {
                 let Some(meta) = raw.meta else { return };
                 let fields = FieldBuf::new(
@@ -685,6 +707,7 @@ impl Writer {
                 self.end_slice(tid, o, end_ns, true);
             }
         }
+        self.pieces.finish(&mut self.sinks, &self.spans, end_ns);
         let dropped = self.threads.handoff.dropped.load(Ordering::Relaxed);
         let unclosed_spans = self.unclosed;
         let mut files: Vec<FileStatus> = Vec::with_capacity(self.sinks.len());
