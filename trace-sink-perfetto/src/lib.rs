@@ -207,6 +207,13 @@ impl Sink for PerfettoSink {
             }
             Event::Instant { thread, ts, site, fields, .. } => state.instant(thread, ts, site, fields, out),
             Event::Lane(ref slice) => state.lane(slice, out),
+            Event::AsyncSpan { id, begin_ts, end_ts, site, fields, unclosed, .. } => {
+                state.async_span(id, begin_ts, end_ts, site, fields, unclosed, out)
+            }
+            Event::FlowOut { flow, kind, thread, ts, .. } => state.flow_out(flow, kind, thread, ts, out),
+            Event::FlowIn { flow, kind, thread, ts, at_begin, .. } => {
+                state.flow_in(flow, kind, thread, ts, at_begin, out)
+            }
             _ => Ok(()),
         }
     }

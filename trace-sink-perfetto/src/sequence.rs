@@ -260,6 +260,8 @@ mod tests {
                 debug_annotations,
                 name: spec.full_name.map(|(s, cut)| if cut { format!("{s}…") } else { s.to_string() }),
                 counter_value: spec.counter,
+                flow_ids: spec.flow_ids.to_vec(),
+                terminating_flow_ids: spec.terminating_flow_ids.to_vec(),
                 ..Default::default()
             }),
             ..Default::default()
@@ -316,6 +318,7 @@ mod tests {
             extra: Vec<(String, Owned)>,
             full_name: Option<(String, bool)>,
             counter: Option<i64>,
+            flows: (Vec<u64>, Vec<u64>),
         }
 
         /// Names and texts: a few that recur (interned once, then reused),
@@ -364,9 +367,10 @@ mod tests {
                 prop::collection::vec((text(), value()), 0..2),
                 prop::option::of((text(), any::<bool>())),
                 prop::option::of(prop_oneof![any::<i64>(), 0..300i64]),
+                (prop::collection::vec(any::<u64>(), 0..3), prop::collection::vec(any::<u64>(), 0..3)),
             )
                 .prop_map(
-                    |(step, kind, track, name, category, fields, extra, full_name, counter)| Ev {
+                    |(step, kind, track, name, category, fields, extra, full_name, counter, flows)| Ev {
                         step,
                         kind,
                         track,
@@ -376,6 +380,7 @@ mod tests {
                         extra,
                         full_name,
                         counter,
+                        flows,
                     },
                 )
         }
@@ -420,6 +425,8 @@ mod tests {
                         extra: &x,
                         full_name: ev.full_name.as_ref().map(|(s, cut)| (s.as_str(), *cut)),
                         counter: ev.counter,
+                        flow_ids: &ev.flows.0,
+                        terminating_flow_ids: &ev.flows.1,
                     };
                     hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
                     event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();

@@ -30,7 +30,14 @@ pub(crate) struct EventSpec<'a> {
     pub full_name: Option<(&'a str, bool)>,
     /// `TrackEvent.counter_value`, for a counter event.
     pub counter: Option<i64>,
+    /// `TrackEvent.flow_ids`: the flows that leave this event's slice.
+    pub flow_ids: &'a [u64],
+    /// `TrackEvent.terminating_flow_ids`: the flows that end at it.
+    pub terminating_flow_ids: &'a [u64],
 }
+
+/// The bytes of one flow id: its two-byte key and eight bytes of fixed64.
+const FLOW_ID_LEN: usize = 2 + 8;
 
 /// What follows a name that was cut.
 const ELLIPSIS: &str = "…";
@@ -88,6 +95,7 @@ pub(crate) fn put_track_event(
     if let Some(value) = spec.counter {
         event_len += varint_len(keys::EVENT_COUNTER_VALUE) + varint_len(value as u64);
     }
+    event_len += (spec.flow_ids.len() + spec.terminating_flow_ids.len()) * FLOW_ID_LEN;
     for (field, &(iid, new)) in fields() {
         event_len += nested_len(annotation_len(iid, field.value));
         if new {
@@ -136,6 +144,14 @@ pub(crate) fn put_track_event(
     if let Some(value) = spec.counter {
         // An int64 goes on the wire as its two's complement, as prost writes it.
         put_field(buf, keys::EVENT_COUNTER_VALUE, value as u64);
+    }
+    for (key, ids) in
+        [(keys::EVENT_FLOW_IDS, spec.flow_ids), (keys::EVENT_TERMINATING_FLOW_IDS, spec.terminating_flow_ids)]
+    {
+        for id in ids {
+            put_varint(buf, key);
+            buf.extend_from_slice(&id.to_le_bytes());
+        }
     }
     if interned_len > 0 {
         put_field(buf, keys::PACKET_INTERNED_DATA, interned_len as u64);
