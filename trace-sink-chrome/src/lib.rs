@@ -75,6 +75,7 @@
 #![deny(missing_docs)]
 
 mod json;
+mod pieces;
 
 use std::io::{self, Write};
 
@@ -301,6 +302,16 @@ impl Sink for ChromeSink {
                 args.fields(slice.fields);
                 args.close();
                 self.out.close();
+            }
+            Event::AsyncSpan { id, thread, begin_ts, end_ts, site, fields, unclosed, .. } => {
+                self.async_span(id, thread, (begin_ts, end_ts), site, fields, unclosed);
+            }
+            Event::FlowOut { flow, kind, thread, ts, .. } => {
+                self.flow(pieces::FLOW_OUT, flow, kind, thread, ts)
+            }
+            Event::FlowIn { flow, kind, thread, ts, at_begin, .. } => {
+                let ph = if at_begin { pieces::FLOW_IN_NEXT } else { pieces::FLOW_IN_ENCLOSING };
+                self.flow(ph, flow, kind, thread, ts);
             }
             // Nothing is written when a span begins: it becomes one event at its end.
             _ => return Ok(()),
