@@ -7,7 +7,7 @@ use serde_json::Value;
 use tracing::field::Empty;
 use tracing::info_span;
 
-fn capture(dir: &Path, command: &str, f: impl FnOnce()) -> Report {
+pub fn capture(dir: &Path, command: &str, f: impl FnOnce()) -> Report {
     let config = Config::from_lookup("TEST", cabin_trace::FORMATS, |name| {
         (name == "TEST_TRACE_DIR").then(|| dir.into())
     })
@@ -18,7 +18,7 @@ fn capture(dir: &Path, command: &str, f: impl FnOnce()) -> Report {
     report
 }
 
-fn file<'a>(report: &'a Report, sink: &str) -> &'a Path {
+pub fn file<'a>(report: &'a Report, sink: &str) -> &'a Path {
     &report.files.iter().find(|f| f.sink == sink).unwrap().path
 }
 
