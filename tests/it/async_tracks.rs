@@ -30,7 +30,7 @@ const TASKS: u64 = 48;
 /// 48 `.instrument()`ed tasks on a four-worker runtime, each yielding five
 /// times, so that each is polled six times (and entered once more when the
 /// future drops), on whichever workers take it; and one plain span.
-fn tokio_tasks() {
+pub fn tokio_tasks() {
     info_span!("setup", plain = true).in_scope(|| ());
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(4).build().unwrap();
     runtime.block_on(async {
