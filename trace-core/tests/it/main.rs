@@ -9,6 +9,7 @@ mod cross_thread;
 mod filter_props;
 mod flood;
 mod isolation;
+mod pieces;
 mod platform;
 mod stream;
 mod subscriber;
