@@ -174,7 +174,7 @@ fn assert_flow(report: &Report, kind: &str, source: &str, target: &str) {
     assert_eq!(f["tid"], to_tid);
     assert!(f.get("bp").is_none(), "{f}");
     let at = ns(&f["ts"]);
-    assert_eq!(at, to.0, "`f` is at its target's begin");
+    assert_eq!(at + 1, to.0, "`f` is 1 ns before its target's begin");
 }
 
 #[test]

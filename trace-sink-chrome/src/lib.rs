@@ -27,8 +27,9 @@
 //!   `"unclosed": true`, if it is still open); written at its close;
 //! - a flow is an `s` event (category `cabin_trace`, named `spawn` or
 //!   `follows_from`) at the moment of the link on the source's thread, which
-//!   binds it to the slice open there, and an `f` with the same `id` at the
-//!   target's begin, which binds it to the next slice to begin on that thread
+//!   binds it to the slice open there, and an `f` with the same `id` 1 ns
+//!   before the target's begin (so that a reader sorting by time meets it
+//!   first), which binds it to the next slice to begin on that thread
 //!   (with `"bp":"e"`, to the slice open there, when the target was already
 //!   running); speedscope ignores both and the async pairs;
 //! - a `tracing` event is a thread-scoped instant (`i`) named after its
@@ -322,7 +323,12 @@ impl Sink for ChromeSink {
                 self.flow(pieces::FLOW_OUT, flow, kind, thread, ts)
             }
             Event::FlowIn { flow, kind, thread, ts, at_begin, .. } => {
-                let ph = if at_begin { pieces::FLOW_IN_NEXT } else { pieces::FLOW_IN_ENCLOSING };
+                // Just before the target's begin, so that a reader that sorts
+                // by time sees it first, whatever it does with equal times.
+                let (ph, ts) = match at_begin {
+                    true => (pieces::FLOW_IN_NEXT, ts.saturating_sub(1)),
+                    false => (pieces::FLOW_IN_ENCLOSING, ts),
+                };
                 self.flow(ph, flow, kind, thread, ts);
             }
             // Nothing is written when a span begins: it becomes one event at its end.
@@ -513,7 +519,7 @@ mod tests {
         assert_eq!(timed[..4], asyncs.iter().collect::<Vec<_>>()[..]);
         let flows = [
             json!({"name": "spawn", "cat": "cabin_trace", "ph": "s", "pid": 42, "tid": 7, "ts": 2.5, "id": id(1)}),
-            json!({"name": "spawn", "cat": "cabin_trace", "ph": "f", "pid": 42, "tid": 8, "ts": 2.6, "id": id(1)}),
+            json!({"name": "spawn", "cat": "cabin_trace", "ph": "f", "pid": 42, "tid": 8, "ts": 2.599, "id": id(1)}),
             json!({"name": "follows_from", "cat": "cabin_trace", "ph": "s", "pid": 42, "tid": 7, "ts": 2.7, "id": id(2)}),
             json!({"name": "follows_from", "cat": "cabin_trace", "ph": "f", "bp": "e", "pid": 42, "tid": 8, "ts": 2.8, "id": id(2)}),
         ];
