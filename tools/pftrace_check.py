@@ -49,6 +49,10 @@ schema (install them with scripts/install-perfetto.sh). For each file, and with
   trace processor reads its values on a slice's begin and end as the slice's
   thread timestamp and thread duration).
 
+- every flow id a track event ends (`terminating_flow_ids`) is begun by
+  another event's `flow_ids`, no later than the end, and ends once: the trace
+  processor drops a terminating id it has not seen begun.
+
 --dump-slices prints each slice, instant and counter value as one JSON line
 on stdout:
   {"kind": "slice", "pid": .., "tid": .., "thread": .., "track": .., "name": ..,
@@ -59,7 +63,9 @@ A slice whose begin and end sample a COUNTER_THREAD_TIME_NS track also has
 begin), as the trace processor's slice table has thread_ts and thread_dur.
 Values of extra counters are dumped as counter records of their tracks.
 Thread tracks carry pid, tid and thread; process tracks pid and process;
-external lanes carry "lane" (the parent track's name) instead; counter tracks
+external lanes carry "lane" (the parent track's name) instead; a track of
+its own under a process's track (a span that ran in pieces) carries "pid" and
+"async" (its uuid); counter tracks
 the pid of their parent process. A track event's `flow_ids` and
 `terminating_flow_ids` are in its args under those names. Times are
 CLOCK_MONOTONIC nanoseconds. With
@@ -610,10 +616,14 @@ def slices(tracks, errors):
                 out.append({"kind": "counter", "pid": parent.pid if parent else None, "track": track.name,
                             "unit": track.counter_unit, "ts_ns": ts, "value": args["value"]})
             continue
+        parent = tracks.get(track.parent)
         if track.tid is not None:
             base = {"pid": track.pid, "tid": track.tid, "thread": track.thread_name}
         elif track.pid is not None:
             base = {"pid": track.pid, "process": track.name}
+        elif parent is not None and parent.pid is not None and parent.tid is None:
+            # A track of its own under a process's track: a span that ran in pieces.
+            base = {"pid": parent.pid, "async": track.uuid}
         else:
             parent = tracks.get(track.parent)
             base = {"lane": parent.name if parent else track.name}
@@ -647,6 +657,28 @@ def slices(tracks, errors):
     return out
 
 
+def flows(tracks, errors):
+    """Checks that every terminating flow id was begun, no later, and ends once."""
+    begun = {}
+    ended = {}
+    for track in tracks.values():
+        for ts, index, _, _, _, args in track.events:
+            for flow in args.get("flow_ids", []):
+                begun[flow] = min(begun.get(flow, ts), ts)
+            for flow in args.get("terminating_flow_ids", []):
+                if flow in ended:
+                    errors.add(f"packet {index}", f"ends flow {flow} again (first at packet {ended[flow]})")
+                ended[flow] = index
+    for track in tracks.values():
+        for ts, index, _, _, _, args in track.events:
+            for flow in args.get("terminating_flow_ids", []):
+                if flow not in begun:
+                    errors.add(f"packet {index}", f"ends flow {flow}, which no event begins")
+                elif begun[flow] > ts:
+                    errors.add(f"packet {index}", f"ends flow {flow} at {ts} ns, before it begins "
+                                                  f"({begun[flow]} ns)")
+
+
 def check(label, data):
     """Runs every check on one input; returns its errors, its dump records,
     its tracks, the inflated trace and how many compressed packets it held."""
@@ -654,6 +686,7 @@ def check(label, data):
     inflated, compressed = inflate_packets(data, errors)
     tracks = check_trace(inflated, errors)
     records = slices(tracks, errors)
+    flows(tracks, errors)
     return errors, records, tracks, inflated, compressed
 
 

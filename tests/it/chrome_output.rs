@@ -16,7 +16,7 @@ pub struct Slice {
     pub end_ns: u64,
 }
 
-fn ns(ts: &Value) -> u64 {
+pub fn ns(ts: &Value) -> u64 {
     // `ts` is microseconds with three decimals: read it back exactly.
     let text = ts.to_string();
     let (int, frac) = text.split_once('.').unwrap_or((&text, "0"));
@@ -30,7 +30,8 @@ fn ns(ts: &Value) -> u64 {
 /// Checks: a JSON array, one event per line; spans only as complete (`X`)
 /// events, or as a `B` marked `"unclosed": true` and never an `E`; on each
 /// thread the spans nest (a span that starts inside another ends inside it);
-/// names on every event; the real pid. An unclosed span's slice ends at the
+/// names on every event; the real pid; each async id one `b` and one `e`,
+/// each flow id one `s` and one `f`. An unclosed span's slice ends at the
 /// `trace spans unclosed` marker, the capture's finish, which must be there
 /// and count them.
 pub fn check(path: &Path, pid: Option<u64>) -> (BTreeMap<u64, String>, Vec<Slice>) {
@@ -42,6 +43,7 @@ pub fn check(path: &Path, pid: Option<u64>) -> (BTreeMap<u64, String>, Vec<Slice
     let mut slices = Vec::new();
     let mut unclosed = Vec::new();
     let mut unclosed_marker = None;
+    let mut pairs: BTreeMap<(&str, u64), Vec<&Value>> = BTreeMap::new();
     let main_pid = events[0]["pid"].as_u64().expect("pid");
     if let Some(pid) = pid {
         assert_eq!(main_pid, pid, "the real pid");
@@ -71,8 +73,29 @@ pub fn check(path: &Path, pid: Option<u64>) -> (BTreeMap<u64, String>, Vec<Slice
             "i" if e["s"] == "g" && name.starts_with("trace spans unclosed") => {
                 unclosed_marker = Some((ns(&e["ts"]), e["args"]["unclosed_spans"].as_u64().expect("count")));
             }
+            "b" | "e" | "s" | "f" => {
+                let id =
+                    e["id"].as_u64().unwrap_or_else(|| panic!("an async or flow event without an id: {e}"));
+                let key = (if ph == "b" || ph == "e" { "async" } else { "flow" }, id);
+                pairs.entry(key).or_default().push(e);
+            }
             "i" | "C" => {}
             other => panic!("unexpected phase {other} in {e}"),
+        }
+    }
+    // Each async id is one `b` and one `e` no earlier, of one name and
+    // category; each flow id one `s` and one `f` of one name.
+    for ((what, id), list) in &pairs {
+        let phases: Vec<&str> = list.iter().map(|e| e["ph"].as_str().unwrap()).collect();
+        let expected = if *what == "async" { ["b", "e"] } else { ["f", "s"] };
+        let mut sorted = phases.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, expected, "{what} {id}: phases {phases:?}");
+        assert_eq!(list[0]["name"], list[1]["name"], "{what} {id}: one name");
+        assert_eq!(list[0]["cat"], list[1]["cat"], "{what} {id}: one category");
+        if *what == "async" {
+            let at = |ph: &str| ns(&list.iter().find(|e| e["ph"] == ph).unwrap()["ts"]);
+            assert!(at("b") <= at("e"), "async {id} ends before it begins");
         }
     }
     // Per thread, by begin and then the longer first: each span that ended

@@ -1,6 +1,9 @@
 //! Integration tests of the façade: the demo as a real child process, and
 //! in-process captures through the public API.
 
+// Reads the `.pftrace` with the official schema's decoders (Linux).
+#[cfg(unix)]
+mod async_tracks;
 mod chrome_output;
 // Reads the `.pftrace` with the official schema's decoders (Linux).
 #[cfg(unix)]

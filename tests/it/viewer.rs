@@ -33,8 +33,8 @@ fn artifacts() -> PathBuf {
     dir
 }
 
-/// Runs the speedscope check on `trace` and returns its report.
-fn speedscope(trace: &Path, screenshot: &Path) -> Value {
+/// Runs the speedscope check on `trace`, looking for `frame`, and returns its report.
+fn speedscope(trace: &Path, screenshot: &Path, frame: &str) -> Value {
     let node = Command::new("node").arg("--version").output();
     assert!(node.is_ok_and(|o| o.status.success()), "node is missing: {INSTALL}");
     assert!(Path::new(CHROMIUM).exists(), "{CHROMIUM} is missing: {INSTALL}");
@@ -47,7 +47,7 @@ fn speedscope(trace: &Path, screenshot: &Path) -> Value {
         .arg(viewer.join("speedscope_check.mjs"))
         .arg("--trace")
         .arg(trace)
-        .args(["--chromium", CHROMIUM, "--frame", "fetch_worker", "--timeout-ms"])
+        .args(["--chromium", CHROMIUM, "--frame", frame, "--timeout-ms"])
         .arg((LIMIT.as_millis() - 5_000).to_string())
         .arg("--screenshot")
         .arg(screenshot)
@@ -100,7 +100,7 @@ fn speedscope_imports_the_demo_trace_without_a_warning_and_shows_fetch_worker_as
     let screenshot = artifacts.join("speedscope-left-heavy.png");
     let _ = std::fs::remove_file(&screenshot);
 
-    let report = speedscope(&trace, &screenshot);
+    let report = speedscope(&trace, &screenshot, "fetch_worker");
 
     let profiles: Vec<&str> =
         report["profiles"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
@@ -124,4 +124,36 @@ fn speedscope_imports_the_demo_trace_without_a_warning_and_shows_fetch_worker_as
     let png = std::fs::read(&screenshot).expect("the screenshot is kept");
     assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a real screenshot: {} bytes", png.len());
     println!("viewer: screenshot {}", screenshot.display());
+}
+
+#[test]
+fn speedscope_imports_async_tracks_and_flows_without_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = crate::cross_thread::capture(dir.path(), "tokio", || {
+        crate::async_tracks::tokio_tasks();
+        tracing::info_span!("start_helper").in_scope(|| {
+            let helper = cabin_trace::spawn("helper", || tracing::info_span!("helper_work").in_scope(|| ()));
+            helper.unwrap().join().unwrap();
+        });
+    });
+    let trace = crate::cross_thread::file(&report, "chrome").to_path_buf();
+    let text = std::fs::read_to_string(&trace).unwrap();
+    for phase in [r#""ph":"b""#, r#""ph":"e""#, r#""ph":"s""#, r#""ph":"f""#] {
+        assert!(text.contains(phase), "the trace holds {phase}");
+    }
+    let artifacts = artifacts();
+    std::fs::copy(&trace, artifacts.join("tokio.trace.json")).expect("keep the trace");
+    let screenshot = artifacts.join("speedscope-tokio.png");
+
+    let seen = speedscope(&trace, &screenshot, "task");
+
+    let messages = seen["console"].as_array().unwrap();
+    let from_page: Vec<&Value> = messages.iter().filter(|m| !from_the_software_gpu(m)).collect();
+    assert!(from_page.is_empty(), "console warnings or errors: {from_page:#?}");
+    assert_eq!(seen["page_errors"], serde_json::json!([]), "uncaught errors in the page");
+    // The polls are the frames, one per task (speedscope keys a frame by its
+    // name and args); the async pairs and the flows are not drawn.
+    let frames = seen["frame_names"].as_array().unwrap();
+    assert_eq!(frames.len(), 48, "{seen}");
+    assert!(frames.iter().all(|f| f.as_str().is_some_and(|f| f.starts_with("task {\"n\":"))), "{seen}");
 }

@@ -38,7 +38,8 @@ use crate::ring::{SpanInfo, SpanRing};
 pub(crate) const DEFAULT_BUDGET: usize = 64 * 1024 * 1024;
 
 /// The longest a recording thread waits for the writer to make room under the
-/// budget before its batch is dropped instead.
+/// budget while the writer releases nothing (it is stuck), before its batch is
+/// dropped instead.
 pub(crate) const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 thread_local! {
@@ -97,6 +98,8 @@ pub(crate) struct Handoff {
     gave_up: AtomicBool,
     /// Nanoseconds recording threads spent waiting for room, all together.
     pub waited_ns: AtomicU64,
+    /// Batches the writer has finished with: its progress, for the waits.
+    released_batches: AtomicU64,
 }
 
 impl Handoff {
@@ -112,6 +115,7 @@ impl Handoff {
             writer_running: AtomicBool::new(false),
             gave_up: AtomicBool::new(false),
             waited_ns: AtomicU64::new(0),
+            released_batches: AtomicU64::new(0),
         }
     }
 
@@ -132,12 +136,19 @@ impl Handoff {
     #[cold]
     fn wait_for_room(&self, bytes: usize) {
         let start = std::time::Instant::now();
+        // The writer is stuck only if it releases nothing for MAX_WAIT: while
+        // it makes progress, other threads taking the room first is no reason
+        // to give up.
+        let (mut progress, mut since) = (self.released_batches.load(Ordering::Relaxed), start);
         let mut rounds = 0u32;
         while self.in_flight.load(Ordering::Relaxed) + bytes > self.budget
             && self.writer_running.load(Ordering::Acquire)
             && !self.closed.load(Ordering::Relaxed)
         {
-            if start.elapsed() >= MAX_WAIT {
+            let now = self.released_batches.load(Ordering::Relaxed);
+            if now != progress {
+                (progress, since) = (now, std::time::Instant::now());
+            } else if since.elapsed() >= MAX_WAIT {
                 self.gave_up.store(true, Ordering::Relaxed);
                 break;
             }
@@ -164,6 +175,7 @@ impl Handoff {
     /// The writer is done with `bytes` of a batch it was handed or took.
     pub(crate) fn released(&self, bytes: usize) {
         self.in_flight.fetch_sub(bytes, Ordering::Relaxed);
+        self.released_batches.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a record that could not be stored: late once the capture has

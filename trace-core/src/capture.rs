@@ -22,6 +22,9 @@ pub const ROOT_TARGET: &str = "cabin_trace";
 
 type Meta = &'static Metadata<'static>;
 
+/// Numbers the flows of [`crate::bind`], for every capture of the process.
+pub(crate) static FLOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// One capture's state, shared by its front-end, its threads, its session and
 /// its handles.
 pub(crate) struct Core {
@@ -143,6 +146,25 @@ impl Core {
     #[inline]
     pub(crate) fn close(&self, buf: Option<&ThreadBuf>, id: u64, stamp: bool) -> bool {
         self.record(buf, stamp, |b, ts| b.push(Kind::Close, id, ts, None))
+    }
+
+    /// Span `id` follows from span `follows` (`record_follows_from`).
+    #[inline]
+    pub(crate) fn follows(&self, buf: Option<&ThreadBuf>, id: u64, follows: u64) {
+        let _ = self.record(buf, true, |b, ts| b.push_link(Kind::Follows, id, follows, ts));
+    }
+
+    /// A helper started on this thread will run with flow `flow` ([`crate::bind`]).
+    pub(crate) fn flow_out(&self, flow: u64) {
+        let _ = self.record(None, true, |b, ts| b.push(Kind::FlowOut, flow, ts, None));
+    }
+
+    /// This thread runs the helper of flow `flow`. Not counted as lost when
+    /// the capture has finished: the helper may outlive it.
+    pub(crate) fn flow_in(&self, flow: u64) {
+        let _ = self
+            .threads
+            .with_slot(|slot| self.store(&slot.buf, true, |b, ts| b.push(Kind::FlowIn, flow, ts, None)));
     }
 
     /// An event at callsite `meta`.

@@ -188,6 +188,58 @@ pub enum Event<'a> {
         /// Its fields, `message` included.
         fields: &'a [Field<'a>],
     },
+    /// A span that ran in pieces: entered more than once, or on more than one
+    /// thread (an `.instrument()`ed future, a span moved to another thread).
+    /// Its whole life, from its first enter to its close, for a track of its
+    /// own; its pieces are [`Event::SpanBegin`]/[`Event::SpanEnd`] pairs on the
+    /// threads that ran them, as for any span.
+    ///
+    /// Sent once, at its close (or at the finish), so after its pieces: its
+    /// times are earlier than those of the events sent just before it.
+    AsyncSpan {
+        /// Numbers the capture's async spans, from 1.
+        id: u64,
+        /// The thread of its first enter.
+        thread: Tid,
+        /// Its first enter, in monotonic nanoseconds.
+        begin_ts: u64,
+        /// Its close (never before the end of its last piece), or the finish.
+        end_ts: u64,
+        /// The span's call site.
+        site: Site<'a>,
+        /// Every field value the span holds at its end.
+        fields: &'a [Field<'a>],
+        /// True when it was still open at the finish.
+        unclosed: bool,
+    },
+    /// A flow leaves the slice open innermost on `thread` at `ts`.
+    FlowOut {
+        /// Numbers the capture's flows, from 1; the [`Event::FlowIn`] of the
+        /// same number follows.
+        flow: u64,
+        /// What links the two ends.
+        kind: FlowKind,
+        /// The source's thread.
+        thread: Tid,
+        /// When, in monotonic nanoseconds.
+        ts: u64,
+    },
+    /// Flow `flow` arrives on `thread` at `ts`.
+    FlowIn {
+        /// The number of its [`Event::FlowOut`].
+        flow: u64,
+        /// What links the two ends.
+        kind: FlowKind,
+        /// The target's thread.
+        thread: Tid,
+        /// When, in monotonic nanoseconds.
+        ts: u64,
+        /// True when the flow arrives at the slice whose [`Event::SpanBegin`]
+        /// is the thread's next event, at `ts`; false when it arrives in the
+        /// slice open innermost on `thread` at `ts` (a span that was already
+        /// running when it was linked).
+        at_begin: bool,
+    },
     /// A slice of an external lane.
     Lane(LaneSlice<'a>),
     /// What an external lane's source reported (sent once per lane).
@@ -221,6 +273,27 @@ impl ProcessSample {
         let cpu = self.cpu_ns?.checked_sub(earlier.cpu_ns?)?;
         let wall = self.ts.checked_sub(earlier.ts).filter(|ns| *ns > 0)?;
         Some(cpu as f64 * 100.0 / wall as f64)
+    }
+}
+
+/// What a flow links.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowKind {
+    /// A helper started with [`crate::spawn`] or [`crate::bind`]: from the
+    /// span open where it was started to the helper's first span.
+    Spawn,
+    /// A span that `follows_from` another: from the origin to the follower.
+    FollowsFrom,
+}
+
+impl FlowKind {
+    /// The flow's name in the files: `spawn` or `follows_from`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlowKind::Spawn => "spawn",
+            FlowKind::FollowsFrom => "follows_from",
+        }
     }
 }
 

@@ -55,11 +55,13 @@ where
         self.core.exit(None, id.into_u64(), meta);
     }
 
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        // The writer keeps state only for spans with fields.
-        if ctx.metadata(&id).is_none_or(|m| !m.fields().is_empty()) {
-            let _ = self.core.close(None, id.into_u64(), true);
-        }
+    fn on_follows_from(&self, span: &Id, follows: &Id, _ctx: Context<'_, S>) {
+        self.core.follows(None, span.into_u64(), follows.into_u64());
+    }
+
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        // Every span left state in the writer (its fields, where it was entered).
+        let _ = self.core.close(None, id.into_u64(), true);
     }
 
     fn on_event(&self, event: &TEvent<'_>, _ctx: Context<'_, S>) {

@@ -42,6 +42,14 @@
 //!   sink writes one file through a [`CheckedWriter`] that keeps the first I/O
 //!   error instead of panicking, and each sink call runs under `catch_unwind`:
 //!   a sink that panics leaves only its own file `.partial`.
+//! - A span entered more than once (a future polled again, a span entered on
+//!   another thread) is sent once more at its close as an
+//!   [`Event::AsyncSpan`], its whole life, for a track of its own. Links
+//!   become flows ([`Event::FlowOut`], [`Event::FlowIn`]): from the span open
+//!   where [`bind`] or [`spawn`] started a helper to the helper's first span,
+//!   and from a span to one that `follows_from` it. The writer notes where
+//!   each span was entered until its close, which is why every span's close
+//!   is recorded.
 //! - The writer is a thread of its own, started when the first batch is
 //!   handed over (or on [`Session::flush`]); a command too short to fill a
 //!   batch never starts it, and its records become events on the thread that
@@ -56,7 +64,7 @@
 //!
 //! The modules read top-down: `record` (raw records and their clock),
 //! `buffer` (per-thread buffers, hand-over, budget), `writer` (the merge and
-//! the sinks), `capture` (a capture's state and the record protocol), then
+//! the sinks; `writer::pieces`, spans in pieces and flows), `capture` (a capture's state and the record protocol), then
 //! the front-ends `subscriber` and `layer`, and `session`.
 //!
 //! # Example
@@ -125,8 +133,8 @@ pub use config::{
     Config, ConfigError, ErrorKind, DEFAULT_CPU, DEFAULT_FILTER, DEFAULT_SAMPLE, MAX_SAMPLE, MIN_SAMPLE,
 };
 pub use event::{
-    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, ProcessSample, Resources, Since, Site,
-    Start, ThreadCpu, Tid, Value,
+    Event, Field, FileStatus, Finish, FlowKind, LaneReport, LaneSlice, Level, ProcessSample, Resources,
+    Since, Site, Start, ThreadCpu, Tid, Value,
 };
 pub use family::{parse_traceparent, Family, TraceId, PARENT_VAR, TRACEPARENT_VAR};
 pub use layer::CaptureLayer;

@@ -31,6 +31,12 @@ pub(crate) const BATCH_TEXT: usize = 64 * 1024;
 pub(crate) enum Kind {
     NewSpan,
     Record,
+    /// Span `id` follows from the span in the record's one field.
+    Follows,
+    /// A helper started here: flow `id` leaves the innermost open span.
+    FlowOut,
+    /// This thread is that helper: flow `id` ends at its next span.
+    FlowIn,
     Enter,
     Exit,
     Event,
@@ -146,6 +152,14 @@ impl Batch {
         debug_assert!(matches!(kind, Kind::Enter | Kind::Exit));
         let ns = cpu_ns.map_or(0, |ns| ns.max(1));
         self.raws.push(Raw { kind, id, ts, meta, fields_start: ns as u32, fields_len: (ns >> 32) as u32 });
+    }
+
+    /// Appends a record that links `id` to `other` (kept as its one field).
+    #[inline]
+    pub(crate) fn push_link(&mut self, kind: Kind, id: u64, other: u64, ts: u64) {
+        let start = self.values.len() as u32;
+        self.values.push(RawField { name: "link", value: RawValue::U64(other) });
+        self.raws.push(Raw { kind, id, ts, meta: None, fields_start: start, fields_len: 1 });
     }
 
     /// Appends a record with the fields `record` visits.

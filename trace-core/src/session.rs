@@ -582,9 +582,25 @@ impl Handle {
 /// let task = trace_core::bind(|| 1 + 1);
 /// assert_eq!(std::thread::spawn(task).join().unwrap(), 2);
 /// ```
+///
+/// Under a capture, the span open on the calling thread is linked by a flow to
+/// the first span the wrapped closure enters: the trace draws an arrow from the
+/// work that started the helper to the helper's work.
 pub fn bind<T, F: FnOnce() -> T>(f: F) -> impl FnOnce() -> T {
     let dispatch = dispatcher::get_default(|d| d.clone());
-    move || dispatcher::with_default(&dispatch, f)
+    let flow = dispatch.downcast_ref::<Arc<Core>>().map(|core| {
+        let flow = crate::capture::FLOWS.fetch_add(1, Ordering::Relaxed);
+        core.flow_out(flow);
+        flow
+    });
+    move || {
+        dispatcher::with_default(&dispatch, || {
+            if let (Some(flow), Some(core)) = (flow, dispatch.downcast_ref::<Arc<Core>>()) {
+                core.flow_in(flow);
+            }
+            f()
+        })
+    }
 }
 
 /// Spawns a named thread that records into the calling thread's capture.

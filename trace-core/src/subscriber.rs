@@ -222,9 +222,10 @@ impl CaptureSubscriber {
     /// The last handle of span `id` has gone.
     fn close(&self, id: u64) {
         let core = &*self.core;
-        // Only a captured span that declares fields left state in the writer.
-        let needs_record =
-            |info: Option<SpanInfo>| info.is_none_or(|i| i.captured && !i.meta.fields().is_empty());
+        // Every captured span left state in the writer: its fields, or the
+        // writer's note of where it was entered (for its own track when it
+        // runs in pieces).
+        let needs_record = |info: Option<SpanInfo>| info.is_none_or(|i| i.captured);
         let done = core.threads.with_slot(|slot| {
             if !needs_record(self.forget(Some(&slot.buf), id)) {
                 return true;
@@ -321,6 +322,10 @@ impl Subscriber for CaptureSubscriber {
     }
 
     fn record_follows_from(&self, span: &Id, follows: &Id) {
+        let (id, origin) = (span.into_u64(), follows.into_u64());
+        if self.info(id).is_none_or(|i| i.captured) && self.info(origin).is_none_or(|i| i.captured) {
+            self.core.follows(None, id, origin);
+        }
         if let Some(d) = &self.inner {
             let (a, b) = (self.info(span.into_u64()), self.info(follows.into_u64()));
             if let (Some(a), Some(b)) = (a, b) {
@@ -556,8 +561,9 @@ mod tests {
         assert_eq!(closes(&records, with_fields), [1]);
         // Elsewhere the callsite is not looked up: a close is recorded anyway.
         assert_eq!(closes(&records, fieldless), [1]);
-        // Where it was created, a span without fields needs no close record.
-        assert!(closes(&records, local).is_empty());
+        // A span without fields is closed too: the writer notes where every
+        // span was entered.
+        assert_eq!(closes(&records, local), [0]);
         assert_eq!(with_fields >> SEQ_BITS, 1);
         assert_empty(&d, &shared);
     }

@@ -39,6 +39,8 @@ use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site,
 use crate::record::{raw_value, Batch, Kind, OwnedLane, OwnedValue, Raw};
 use crate::sink::{CheckedWriter, Sink};
 
+mod pieces;
+
 /// One sink and the file it writes.
 pub(crate) struct SinkFile {
     pub sink: Box<dyn Sink>,
@@ -232,6 +234,8 @@ pub(crate) struct Writer {
     unclosed: u64,
     /// The lists of an event's fields.
     scratch: [Scratch; 2],
+    /// Spans that run in pieces, and flows.
+    pieces: pieces::Pieces,
 }
 
 /// What the writer hands back at the end.
@@ -269,6 +273,7 @@ impl Writer {
             anchors,
             unclosed: 0,
             scratch: Default::default(),
+            pieces: pieces::Pieces::default(),
         }
     }
 
@@ -561,6 +566,7 @@ impl Writer {
                 let ts = self.time(i, raw.ts);
                 let Some(lane) = self.lanes[i].as_ref() else { return };
                 let tid = lane.tid;
+                self.pieces.enter(&mut self.sinks, i, tid, raw.id, meta, ts);
                 let scratch = &mut self.scratch[0];
                 let mut fields = scratch.take();
                 borrow_fields(&mut fields, self.spans.get(&raw.id));
@@ -598,6 +604,7 @@ impl Writer {
                         lane.gap_from = None;
                     }
                     if let Some(own) = own {
+                        self.pieces.exit(own.id, tid, own.begin_ts, ts);
                         self.end_slice(tid, own, ts, false, raw.thread_cpu_ns());
                     }
                     return;
@@ -612,10 +619,13 @@ impl Writer {
                     self.end_slice(tid, open, end, true, None);
                 }
                 if let Some(own) = own {
+                    self.pieces.exit(own.id, tid, own.begin_ts, ts);
                     self.end_slice(tid, own, ts, false, raw.thread_cpu_ns());
                 }
             }
             Kind::Close => {
+                let ts = self.time(i, raw.ts);
+                self.pieces.close(&mut self.sinks, &self.spans, raw.id, ts);
                 if let Some(mut old) = self.spans.remove(&raw.id) {
                     if self.spare.len() < 1024 {
                         old.clear();
@@ -623,6 +633,19 @@ impl Writer {
                     }
                 }
             }
+            Kind::Follows => {
+                let ts = self.time(i, raw.ts);
+                if let Some(crate::record::RawValue::U64(origin)) = raw_fields.first().map(|f| f.value) {
+                    self.pieces.follows(&mut self.sinks, &self.lanes, raw.id, origin, ts);
+                }
+            }
+            Kind::FlowOut => {
+                let ts = self.time(i, raw.ts);
+                let Some(lane) = self.lanes[i].as_ref() else { return };
+                let (tid, open) = (lane.tid, !lane.stack.is_empty());
+                self.pieces.spawn(&mut self.sinks, tid, open, raw.id, ts);
+            }
+            Kind::FlowIn => self.pieces.helper(i, raw.id),
             Kind::Event => {
                 let Some(meta) = raw.meta else { return };
                 let ts = self.time(i, raw.ts);
@@ -663,12 +686,26 @@ impl Writer {
                 self.arrive(thread, seq, Arrival::Records { batch, until, bytes });
                 self.advance();
             }
+            // After any other message too: while it sat in the channel, the
+            // merge did not take the partial batches of the threads holding it
+            // back (it takes them only once the channel is empty), and those
+            // threads may be waiting for the room that only the merge can make.
             Msg::Gap { thread, seq, from, until } => {
                 self.arrive(thread, seq, Arrival::Gap { from, until });
+                self.advance();
             }
-            Msg::Lane(lane) => self.lane_slice(lane),
-            Msg::LaneReport(report) => self.emit(&Event::LaneReport(&report)),
-            Msg::Sample(sample) => self.emit(&Event::ProcessSample(sample)),
+            Msg::Lane(lane) => {
+                self.lane_slice(lane);
+                self.advance();
+            }
+            Msg::LaneReport(report) => {
+                self.emit(&Event::LaneReport(&report));
+                self.advance();
+            }
+            Msg::Sample(sample) => {
+                self.emit(&Event::ProcessSample(sample));
+                self.advance();
+            }
             Msg::Finish { end_rel, resources } => return Some((end_rel, resources)),
             Msg::Sync(done) => {
                 self.advance();
@@ -715,6 +752,7 @@ impl Writer {
                 self.end_slice(tid, o, end_ns, true, None);
             }
         }
+        self.pieces.finish(&mut self.sinks, &self.spans, end_ns);
         let dropped = self.threads.handoff.dropped.load(Ordering::Relaxed);
         let unclosed_spans = self.unclosed;
         let mut files: Vec<FileStatus> = Vec::with_capacity(self.sinks.len());

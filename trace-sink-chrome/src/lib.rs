@@ -22,6 +22,19 @@
 //!   `"unclosed": true`: the Perfetto UI draws a begin without an end as a
 //!   slice that did not end, which is the truth, where an `X` to the finish
 //!   would claim an end the span never had;
+//! - a span that ran in pieces (entered more than once, or on more than one
+//!   thread) is also an async `b`/`e` pair, named after the span, with the
+//!   span's target as `cat`, an `id` of its own (the pid in the bits above 24,
+//!   so that two processes' ids differ) and the span's fields as the `b`'s
+//!   `args`, from its first enter to its close (the finish, the `e` marked
+//!   `"unclosed": true`, if it is still open); written at its close;
+//! - a flow is an `s` event (category `cabin_trace`, named `spawn` or
+//!   `follows_from`) at the moment of the link on the source's thread, which
+//!   binds it to the slice open there, and an `f` with the same `id` 1 ns
+//!   before the target's begin (so that a reader sorting by time meets it
+//!   first), which binds it to the next slice to begin on that thread
+//!   (with `"bp":"e"`, to the slice open there, when the target was already
+//!   running); speedscope ignores both and the async pairs;
 //! - a `tracing` event is a thread-scoped instant (`i`) named after its
 //!   message (its first line, cut to 60 characters with an ellipsis), with
 //!   every field (the full `message` among them), its `level` and its source
@@ -75,13 +88,14 @@
 //!
 //! # What it does not do
 //!
-//! It writes no flow events, and never re-reads its output. Files from
+//! It never re-reads its output. Files from
 //! several processes are not meant to be concatenated (use the Perfetto sink
 //! for that).
 
 #![deny(missing_docs)]
 
 mod json;
+mod pieces;
 
 use std::io::{self, Write};
 
@@ -352,6 +366,21 @@ impl Sink for ChromeSink {
                 args.close();
                 self.out.close();
             }
+            Event::AsyncSpan { id, thread, begin_ts, end_ts, site, fields, unclosed, .. } => {
+                self.async_span(id, thread, (begin_ts, end_ts), site, fields, unclosed);
+            }
+            Event::FlowOut { flow, kind, thread, ts, .. } => {
+                self.flow(pieces::FLOW_OUT, flow, kind, thread, ts)
+            }
+            Event::FlowIn { flow, kind, thread, ts, at_begin, .. } => {
+                // Just before the target's begin, so that a reader that sorts
+                // by time sees it first, whatever it does with equal times.
+                let (ph, ts) = match at_begin {
+                    true => (pieces::FLOW_IN_NEXT, ts.saturating_sub(1)),
+                    false => (pieces::FLOW_IN_ENCLOSING, ts),
+                };
+                self.flow(ph, flow, kind, thread, ts);
+            }
             // Nothing is written when a span begins: it becomes one event at its end.
             _ => return Ok(()),
         }
@@ -538,5 +567,54 @@ mod tests {
         // The Perfetto UI names a counter track after the event and the series.
         assert!(out.iter().filter(|e| e["ph"] == "C").all(|e| e["name"] == "trace records"));
         assert!(out.iter().all(|e| e["ph"] != "M" || e["name"] != "trace_dropped_records"));
+    }
+
+    #[test]
+    fn a_span_in_pieces_is_an_async_pair_and_a_flow_an_s_and_an_f_with_one_id() {
+        let fields = [Field { name: "n", value: Value::U64(3) }];
+        let (spawn, follows) = (trace_core::FlowKind::Spawn, trace_core::FlowKind::FollowsFrom);
+        let out = run(
+            &[
+                Event::AsyncSpan {
+                    id: 1,
+                    thread: 7,
+                    begin_ts: 2_000,
+                    end_ts: 5_000,
+                    site: SITE,
+                    fields: &fields,
+                    unclosed: false,
+                },
+                Event::AsyncSpan {
+                    id: 2,
+                    thread: 8,
+                    begin_ts: 3_000,
+                    end_ts: 9_000,
+                    site: SITE,
+                    fields: &[],
+                    unclosed: true,
+                },
+                Event::FlowOut { flow: 1, kind: spawn, thread: 7, ts: 2_500 },
+                Event::FlowIn { flow: 1, kind: spawn, thread: 8, ts: 2_600, at_begin: true },
+                Event::FlowOut { flow: 2, kind: follows, thread: 7, ts: 2_700 },
+                Event::FlowIn { flow: 2, kind: follows, thread: 8, ts: 2_800, at_begin: false },
+            ],
+            0,
+        );
+        let timed: Vec<&Json> = out.iter().filter(|e| e["ph"] != "M").collect();
+        let id = |n: u64| json!((42u64 << 24) | n);
+        let asyncs = [
+            json!({"name": "compile", "cat": "cabin::build", "ph": "b", "pid": 42, "tid": 7, "ts": 2.0, "id": id(1), "args": {"n": 3}}),
+            json!({"name": "compile", "cat": "cabin::build", "ph": "e", "pid": 42, "tid": 7, "ts": 5.0, "id": id(1)}),
+            json!({"name": "compile", "cat": "cabin::build", "ph": "b", "pid": 42, "tid": 8, "ts": 3.0, "id": id(2)}),
+            json!({"name": "compile", "cat": "cabin::build", "ph": "e", "pid": 42, "tid": 8, "ts": 9.0, "id": id(2), "args": {"unclosed": true}}),
+        ];
+        assert_eq!(timed[..4], asyncs.iter().collect::<Vec<_>>()[..]);
+        let flows = [
+            json!({"name": "spawn", "cat": "cabin_trace", "ph": "s", "pid": 42, "tid": 7, "ts": 2.5, "id": id(1)}),
+            json!({"name": "spawn", "cat": "cabin_trace", "ph": "f", "pid": 42, "tid": 8, "ts": 2.599, "id": id(1)}),
+            json!({"name": "follows_from", "cat": "cabin_trace", "ph": "s", "pid": 42, "tid": 7, "ts": 2.7, "id": id(2)}),
+            json!({"name": "follows_from", "cat": "cabin_trace", "ph": "f", "bp": "e", "pid": 42, "tid": 8, "ts": 2.8, "id": id(2)}),
+        ];
+        assert_eq!(timed[4..8], flows.iter().collect::<Vec<_>>()[..]);
     }
 }

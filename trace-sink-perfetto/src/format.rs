@@ -96,6 +96,11 @@ pub(crate) mod keys {
     /// `TrackEvent.extra_counter_track_uuids`, repeated uint64, unpacked in
     /// the schema (a two-byte key).
     pub(crate) const EVENT_EXTRA_COUNTER_TRACK_UUIDS: u64 = key(31, WIRE_VARINT);
+    /// `TrackEvent.flow_ids`, repeated fixed64, unpacked in the schema (a
+    /// two-byte key per id).
+    pub(crate) const EVENT_FLOW_IDS: u64 = key(47, WIRE_FIXED64);
+    /// `TrackEvent.terminating_flow_ids`, repeated fixed64, unpacked.
+    pub(crate) const EVENT_TERMINATING_FLOW_IDS: u64 = key(48, WIRE_FIXED64);
 
     /// `DebugAnnotation.name_iid`, uint64.
     pub(crate) const ANNOTATION_NAME_IID: u64 = key(1, WIRE_VARINT);

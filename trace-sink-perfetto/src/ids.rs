@@ -14,7 +14,8 @@
 //! later. From the seed:
 //!
 //! - a track uuid is `mix(seed + key)`, where `key` packs the kind of track
-//!   (process, thread, lane, sub-lane, counter) and its index in the capture, and `mix`
+//!   (process, thread, lane, sub-lane, counter, async span; flow ids are drawn
+//!   the same way) and its index in the capture, and `mix`
 //!   is the SplitMix64 finaliser, a bijection: distinct keys give distinct
 //!   uuids within a capture by construction, never 0 (the seed keeps
 //!   `seed + key` away from 0), and across captures two uuids meet with a
@@ -47,6 +48,11 @@ pub(crate) enum TrackKind {
     Counter = 4,
     /// A thread's CPU-time counter, indexed by its thread's sequence.
     ThreadCpu = 5,
+    /// The track of a span that ran in pieces.
+    Async = 6,
+    /// Not a track: a flow id (`TrackEvent.flow_ids`), which the trace
+    /// processor keys across the whole trace as it does track uuids.
+    Flow = 7,
 }
 
 /// The ids of one capture.
@@ -110,6 +116,8 @@ mod tests {
                 TrackKind::Lane,
                 TrackKind::SubLane,
                 TrackKind::Counter,
+                TrackKind::Async,
+                TrackKind::Flow,
             ] {
                 for index in (0..1000).chain([(1 << 32) | 7, (1 << 56) - 1]) {
                     let uuid = ids.track(kind, index);

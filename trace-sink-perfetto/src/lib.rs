@@ -23,6 +23,22 @@
 //!   built-in type `COUNTER_THREAD_TIME_NS`, absolute nanoseconds) on its
 //!   begin and end (`extra_counter_track_uuids`, `extra_counter_values`),
 //!   which the Perfetto UI shows as the slice's thread duration.
+//!   a span the capture had to close itself gets `unclosed = true`.
+//! - A span that ran in pieces (entered more than once, or on more than one
+//!   thread: an `.instrument()`ed future, a span moved between threads) also
+//!   gets a track of its own, a child of the process's track named after the
+//!   span, holding one `SLICE_BEGIN`/`SLICE_END` pair from its first enter to
+//!   its close (the finish, marked `unclosed = true`, if it is still open) with
+//!   the span's fields; its pieces stay slices on their threads' tracks. Its
+//!   packets are written at its close, on the process's sequence with absolute
+//!   times: the trace processor orders events by time, not by file position.
+//! - A flow (a helper started with `spawn`/`bind`, a span that `follows_from`
+//!   another) leaves from an `INSTANT` named `spawn` or `follows_from` inside
+//!   the source's slice (`flow_ids`), because the source's begin is written
+//!   before the link is known, and ends on the begin of the target's slice
+//!   (`terminating_flow_ids`), or on an instant inside it when the target was
+//!   already running. Flow ids are drawn like track uuids, so that they do not
+//!   meet across the files a trace joins.
 //! - A `tracing` event is an `INSTANT` named after its message (its first
 //!   line, cut to 60 characters with an ellipsis: the name the Chrome sink
 //!   gives it), with its fields (the full `message` among them), its `level`
@@ -120,7 +136,7 @@
 //!
 //! # What it does not do
 //!
-//! It writes no flows, gives source locations as annotations rather than as
+//! It gives source locations as annotations rather than as
 //! Perfetto's interned `SourceLocation`, and interns no annotation values
 //! (each string value is written in full; the compression catches repeats).
 //! It reads nothing back: a file is only as valid as its bytes, which is why
@@ -238,6 +254,13 @@ impl Sink for PerfettoSink {
             Event::Instant { thread, ts, site, fields, .. } => state.instant(thread, ts, site, fields, out),
             Event::Lane(ref slice) => state.lane(slice, out),
             Event::ProcessSample(ref sample) => state.process_sample(sample, out),
+            Event::AsyncSpan { id, begin_ts, end_ts, site, fields, unclosed, .. } => {
+                state.async_span(id, begin_ts, end_ts, site, fields, unclosed, out)
+            }
+            Event::FlowOut { flow, kind, thread, ts, .. } => state.flow_out(flow, kind, thread, ts, out),
+            Event::FlowIn { flow, kind, thread, ts, at_begin, .. } => {
+                state.flow_in(flow, kind, thread, ts, at_begin, out)
+            }
             _ => Ok(()),
         }
     }

@@ -290,6 +290,8 @@ mod tests {
                 counter_value: spec.counter,
                 extra_counter_track_uuids: spec.extra_counter.map(|(t, _)| t).into_iter().collect(),
                 extra_counter_values: spec.extra_counter.map(|(_, v)| v).into_iter().collect(),
+                flow_ids: spec.flow_ids.to_vec(),
+                terminating_flow_ids: spec.terminating_flow_ids.to_vec(),
                 ..Default::default()
             }),
             ..Default::default()
@@ -347,6 +349,7 @@ mod tests {
             full_name: Option<(String, bool)>,
             counter: Option<i64>,
             extra_counter: Option<(u64, i64)>,
+            flows: (Vec<u64>, Vec<u64>),
         }
 
         /// Names and texts: a few that recur (interned once, then reused),
@@ -395,9 +398,10 @@ mod tests {
                 prop::collection::vec((text(), value()), 0..2),
                 prop::option::of((text(), any::<bool>())),
                 prop::option::of(prop_oneof![any::<i64>(), 0..300i64]),
+                (prop::collection::vec(any::<u64>(), 0..3), prop::collection::vec(any::<u64>(), 0..3)),
             )
                 .prop_map(
-                    |(step, kind, track, name, category, fields, extra, full_name, counter)| Ev {
+                    |(step, kind, track, name, category, fields, extra, full_name, counter, flows)| Ev {
                         step,
                         kind,
                         track,
@@ -408,6 +412,7 @@ mod tests {
                         full_name,
                         counter,
                         extra_counter: None,
+                        flows,
                     },
                 );
             let extra_counter =
@@ -456,6 +461,8 @@ mod tests {
                         full_name: ev.full_name.as_ref().map(|(s, cut)| (s.as_str(), *cut)),
                         counter: ev.counter,
                         extra_counter: ev.extra_counter,
+                        flow_ids: &ev.flows.0,
+                        terminating_flow_ids: &ev.flows.1,
                     };
                     hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
                     event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use trace_core::{Field, Finish, LaneSlice, ProcessSample, Site, ThreadCpu, Tid, Value};
+use trace_core::{Field, Finish, FlowKind, LaneSlice, ProcessSample, Site, ThreadCpu, Tid, Value};
 // The one naming rule of instants, so that both files name them alike.
 use trace_sink_chrome::instant_name;
 
@@ -69,6 +69,10 @@ pub(crate) struct State {
     unclosed: u64,
     /// An instant's `file:line`, reused.
     location: String,
+    /// Flows that end at the next slice begun on their thread.
+    arriving: Vec<(Tid, u64)>,
+    /// The flow ids of the slice being begun, reused.
+    ending: Vec<u64>,
 }
 
 impl State {
@@ -135,6 +139,8 @@ impl State {
             enc,
             unclosed: 0,
             location: String::new(),
+            arriving: Vec::new(),
+            ending: Vec::new(),
         })
     }
 
@@ -459,6 +465,12 @@ impl State {
         thread_cpu_ns: Option<u64>,
         out: &mut dyn Write,
     ) -> io::Result<()> {
+        let mut ending = std::mem::take(&mut self.ending);
+        ending.clear();
+        if !self.arriving.is_empty() {
+            ending.extend(self.arriving.iter().filter(|(t, _)| *t == thread).map(|(_, flow)| *flow));
+            self.arriving.retain(|(t, _)| *t != thread);
+        }
         let spec = EventSpec {
             ts,
             kind: TYPE_SLICE_BEGIN,
@@ -466,9 +478,12 @@ impl State {
             category: Some(site.target),
             fields,
             extra_counter: self.cpu_sample(thread, thread_cpu_ns, out)?,
+            terminating_flow_ids: &ending,
             ..EventSpec::default()
         };
-        self.thread_event(thread, &spec, out)
+        let written = self.thread_event(thread, &spec, out);
+        self.ending = ending;
+        written
     }
 
     /// A span ended: its slice ends, with the fields recorded since its begin.
@@ -504,5 +519,114 @@ impl State {
             self.marker(end.end_ns, "trace spans unclosed", "unclosed_spans", count, out)?;
         }
         self.enc.flush(out)
+    }
+}
+
+/// Spans that ran in pieces and flows.
+impl State {
+    /// A span that ran in pieces: a track of its own under the process's
+    /// track, named after the span, holding one slice for its whole life.
+    /// Written at its close, on the process's sequence (absolute times).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn async_span(
+        &mut self,
+        id: u64,
+        begin_ts: u64,
+        end_ts: u64,
+        site: Site<'_>,
+        fields: &[Field<'_>],
+        unclosed: bool,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let uuid = self.ids.track(TrackKind::Async, id);
+        self.process.describe(
+            &mut self.enc,
+            out,
+            TrackDescriptor {
+                uuid: Some(uuid),
+                parent_uuid: Some(self.process_track),
+                name: Some(site.name.to_string()),
+                ..Default::default()
+            },
+        )?;
+        let begin = EventSpec {
+            ts: begin_ts,
+            kind: TYPE_SLICE_BEGIN,
+            track: Some(uuid),
+            name: Some(site.name),
+            category: Some(site.target),
+            fields,
+            ..EventSpec::default()
+        };
+        self.process.event(&mut self.enc, out, &begin)?;
+        let end = EventSpec {
+            ts: end_ts.max(begin_ts),
+            kind: TYPE_SLICE_END,
+            track: Some(uuid),
+            extra: if unclosed { &UNCLOSED } else { &[] },
+            ..EventSpec::default()
+        };
+        self.process.event(&mut self.enc, out, &end)
+    }
+
+    /// The flow id of the capture's flow `flow`, unique across the files a
+    /// trace may join.
+    fn flow_id(&self, flow: u64) -> u64 {
+        self.ids.track(TrackKind::Flow, flow)
+    }
+
+    /// A flow leaves the slice open on `thread` at `ts`: an instant there
+    /// (nested in that slice), named after the flow's kind, carrying its id.
+    pub(crate) fn flow_out(
+        &mut self,
+        flow: u64,
+        kind: FlowKind,
+        thread: Tid,
+        ts: u64,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let ids = [self.flow_id(flow)];
+        self.flow_instant(kind, thread, ts, (&ids, &[]), out)
+    }
+
+    /// A flow arrives on `thread` at `ts`: on the begin of the thread's next
+    /// slice, or (`at_begin` false) as an instant in the slice open there.
+    pub(crate) fn flow_in(
+        &mut self,
+        flow: u64,
+        kind: FlowKind,
+        thread: Tid,
+        ts: u64,
+        at_begin: bool,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let id = self.flow_id(flow);
+        if at_begin {
+            self.arriving.push((thread, id));
+            return Ok(());
+        }
+        self.flow_instant(kind, thread, ts, (&[], &[id]), out)
+    }
+
+    /// An instant on `thread` at `ts`, named after the flow's kind, that
+    /// begins the flows `begins` and ends the flows `ends`.
+    fn flow_instant(
+        &mut self,
+        kind: FlowKind,
+        thread: Tid,
+        ts: u64,
+        (begins, ends): (&[u64], &[u64]),
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let spec = EventSpec {
+            ts,
+            kind: TYPE_INSTANT,
+            name: Some(kind.as_str()),
+            category: Some(OWN_CATEGORY),
+            flow_ids: begins,
+            terminating_flow_ids: ends,
+            ..EventSpec::default()
+        };
+        self.thread_event(thread, &spec, out)
     }
 }

@@ -34,6 +34,10 @@ pub(crate) struct EventSpec<'a> {
     /// (`extra_counter_track_uuids`, `extra_counter_values`): the thread
     /// CPU-time counter on a slice's begin and end.
     pub extra_counter: Option<(u64, i64)>,
+    /// `TrackEvent.flow_ids`: the flows that leave this event's slice.
+    pub flow_ids: &'a [u64],
+    /// `TrackEvent.terminating_flow_ids`: the flows that end at it.
+    pub terminating_flow_ids: &'a [u64],
 }
 
 impl EventSpec<'_> {
@@ -54,9 +58,13 @@ impl EventSpec<'_> {
             full_name,
             counter,
             extra_counter,
+            flow_ids,
+            terminating_flow_ids,
         } = self;
         track.is_none()
             && extra_counter.is_none()
+            && flow_ids.is_empty()
+            && terminating_flow_ids.is_empty()
             && name.is_none()
             && category.is_none()
             && fields.is_empty()
@@ -130,6 +138,9 @@ fn close_packet(buf: &mut Region<'_>, clock_id: Option<u32>) {
     }
 }
 
+/// The bytes of one flow id: its two-byte key and eight bytes of fixed64.
+const FLOW_ID_LEN: usize = 2 + 8;
+
 /// What follows a name that was cut.
 const ELLIPSIS: &str = "…";
 
@@ -190,6 +201,7 @@ pub(crate) fn put_track_event(
         event_len += varint_len(keys::EVENT_EXTRA_COUNTER_VALUES) + varint_len(value as u64);
         event_len += varint_len(keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS) + varint_len(track);
     }
+    event_len += (spec.flow_ids.len() + spec.terminating_flow_ids.len()) * FLOW_ID_LEN;
     for (field, &(iid, new)) in fields() {
         event_len += nested_len(annotation_len(iid, field.value));
         if new {
@@ -236,6 +248,14 @@ pub(crate) fn put_track_event(
     }
     if let Some((track, _)) = spec.extra_counter {
         put_field(buf, keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS, track);
+    }
+    for (key, ids) in
+        [(keys::EVENT_FLOW_IDS, spec.flow_ids), (keys::EVENT_TERMINATING_FLOW_IDS, spec.terminating_flow_ids)]
+    {
+        for id in ids {
+            put_varint(buf, key);
+            buf.extend_from_slice(&id.to_le_bytes());
+        }
     }
     if interned_len > 0 {
         put_field(buf, keys::PACKET_INTERNED_DATA, interned_len as u64);

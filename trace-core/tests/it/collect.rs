@@ -28,6 +28,12 @@ pub struct Seen {
     pub end_cpu: Vec<(String, Option<u64>)>,
     /// The process samples, in the order they came.
     pub samples: Vec<trace_core::ProcessSample>,
+    /// (tid, name, begin, end, fields as text) per end
+    pub slices: Vec<(u64, String, u64, u64, String)>,
+    /// (name, begin, end, fields as text, unclosed) per span that ran in pieces
+    pub asyncs: Vec<(String, u64, u64, String, bool)>,
+    /// (`out` or `in`, flow, kind, tid, ts, at_begin) per end of a flow
+    pub flows: Vec<(&'static str, u64, &'static str, u64, u64, bool)>,
 }
 
 pub type Collected = Arc<Mutex<Seen>>;
@@ -69,16 +75,26 @@ impl Sink for Collect {
                 }
                 s.begins.push((thread, site.name.to_string(), text(fields)))
             }
-            Event::SpanEnd { thread, site, fields, recorded, unclosed, cpu, .. } => {
+            Event::SpanEnd { thread, ts, begin_ts, site, fields, recorded, unclosed, cpu, .. } => {
                 s.end_cpu.push((site.name.to_string(), cpu.map(|c| c.ns())));
                 if s.order.len() < 10_000 {
                     s.order.push(format!("E {}", site.name));
                 }
                 s.end_fields.push((site.name.to_string(), text(fields)));
+                s.slices.push((thread, site.name.to_string(), begin_ts, ts, text(fields)));
                 s.ends.push((thread, site.name.to_string(), text(recorded), unclosed))
             }
             Event::Instant { .. } => s.instants += 1,
             Event::ProcessSample(sample) => s.samples.push(sample),
+            Event::AsyncSpan { begin_ts, end_ts, site, fields, unclosed, .. } => {
+                s.asyncs.push((site.name.to_string(), begin_ts, end_ts, text(fields), unclosed))
+            }
+            Event::FlowOut { flow, kind, thread, ts, .. } => {
+                s.flows.push(("out", flow, kind.as_str(), thread, ts, false))
+            }
+            Event::FlowIn { flow, kind, thread, ts, at_begin, .. } => {
+                s.flows.push(("in", flow, kind.as_str(), thread, ts, at_begin))
+            }
             _ => {}
         }
         Ok(())

@@ -126,6 +126,26 @@ fn instrumented_futures_on_a_multi_thread_runtime_lose_no_field() {
         finished.sort_unstable();
         finished.dedup();
         assert_eq!(finished.len() as u64, TASKS, "{front:?}: every task's late field reaches its slices");
+        // Each task ran in pieces: one async span apiece, with its fields,
+        // from its first poll's begin to (at least) its last poll's end.
+        let asyncs: Vec<_> = seen.asyncs.iter().filter(|a| a.0 == "task").collect();
+        assert_eq!(asyncs.len() as u64, TASKS, "{front:?}");
+        let mut numbered: Vec<&str> = asyncs.iter().map(|a| a.3.split(' ').next().unwrap()).collect();
+        numbered.sort_unstable();
+        numbered.dedup();
+        assert_eq!(numbered.len() as u64, TASKS, "{front:?}: one async span per task");
+        for (_, begin, end, fields, unclosed) in asyncs {
+            assert!(!unclosed && fields.ends_with("done=true"), "{front:?}: {fields}");
+            let n = fields.split(' ').next().unwrap();
+            let pieces: Vec<_> =
+                seen.slices.iter().filter(|s| s.1 == "task" && s.4.split(' ').next() == Some(n)).collect();
+            assert_eq!(
+                pieces.iter().map(|p| p.2).min(),
+                Some(*begin),
+                "{front:?}: {n} begins with its first poll"
+            );
+            assert!(pieces.iter().all(|p| p.3 <= *end), "{front:?}: {n}'s polls end inside it");
+        }
     }
 }
 

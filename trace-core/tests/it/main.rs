@@ -10,6 +10,7 @@ mod cross_thread;
 mod filter_props;
 mod flood;
 mod isolation;
+mod pieces;
 mod platform;
 mod samples;
 mod stream;

@@ -6,6 +6,7 @@ mod broken;
 mod capture;
 mod failure;
 mod loss;
+mod pieces;
 mod processes;
 mod size;
 mod support;
