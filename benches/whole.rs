@@ -34,7 +34,8 @@
 //! times per set-up, interleaved: one thread making `WHOLE_LOAD_SPANS`
 //! (1,000,000) spans with two fields as fast as it can, and two threads making
 //! `WHOLE_FLOOD_EVENTS` (2,000,000) events with two fields between them, each
-//! in a default capture (`Capture::run_with_report`, no flush). Peak memory
+//! in a default capture (`Capture::run_with_report`, no flush) with CPU time
+//! and samples off (they would slow the loop and so spare the writer). Peak memory
 //! growth is `VmHWM` after the finish less `VmRSS` before the start.
 //!
 //! Without `--bench` (as `cargo test` runs it), or with `--test`
@@ -47,6 +48,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tracing::dispatcher;
+use tracing::level_filters::LevelFilter;
 
 use cabin_trace::Capture;
 
@@ -236,9 +238,13 @@ fn load_child(load: Load, subject: Subject, dir: &Path, p: &Params) {
         }
     };
     let (calling, finished) = match subject.who {
-        // The façade, as a tool runs it: default sinks, default configuration.
+        // The façade, as a tool runs it: default sinks, default configuration,
+        // but for the thread CPU time and the samples, which would slow the
+        // loop of info spans (two system calls per span) and so make it
+        // easier for the writer to keep up.
         Who::Ours(_) | Who::CaptureOff => {
-            let config = (subject.who != Who::CaptureOff).then(|| support::config(dir));
+            let config = (subject.who != Who::CaptureOff)
+                .then(|| support::config(dir).with_cpu(LevelFilter::OFF).with_sample(None));
             let (calling, report) =
                 Capture::from_config(config).run_with_report("bench", body).expect("start a capture");
             (calling, report.map_or(Finished::Nothing, Finished::Ours))

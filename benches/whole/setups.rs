@@ -106,9 +106,12 @@ impl Subject {
             (Who::NoSubscriber, _) => "no subscriber",
             (Who::CaptureOff, false) => "our capture, off",
             (Who::CaptureOff, true) => "our capture, off: the fmt layer alone",
-            (Who::Ours(Sinks::Default), _) => "ours, default (Chrome + Perfetto + summary)",
+            (Who::Ours(Sinks::Default), false) => {
+                "ours, default (Chrome + Perfetto + summary; CPU time for info spans, samples every 10 ms)"
+            }
+            (Who::Ours(Sinks::Default), true) => "ours, default sinks, CPU off, sample off",
             (Who::Ours(Sinks::DefaultNoCounters), _) => "ours, default sinks, CPU off, sample off",
-            (Who::Ours(Sinks::Perfetto), _) => "ours, Perfetto + summary",
+            (Who::Ours(Sinks::Perfetto), _) => "ours, Perfetto + summary, CPU off, sample off",
             (Who::PerfettoFile, _) => "tracing-perfetto-file 0.1.1, debug annotations",
             (Who::TracingChrome, _) => "tracing-chrome 0.7.2, include_args",
             (Who::TracingPerfetto, _) => "tracing-perfetto 0.1.5",
@@ -205,7 +208,9 @@ impl Rig {
             Who::CaptureOff => (None, Kind::Off),
             Who::Ours(which) => {
                 let mut config = support::config(dir);
-                if which == Sinks::DefaultNoCounters {
+                // Like for like with the peers, which record no CPU time and no
+                // samples: every set-up of ours but the default itself.
+                if which != Sinks::Default || subject.fmt {
                     config = config.with_cpu(LevelFilter::OFF).with_sample(None);
                 }
                 let session = if subject.fmt {
