@@ -87,7 +87,7 @@ impl Subject {
         match self {
             Subject::Off => "ours, capture off (variable unset)",
             Subject::Ours => "ours: Chrome + Perfetto + summary, renamed",
-            Subject::OursNoCounters => "ours, the same with CPU off and sample off (no sampler thread)",
+            Subject::OursNoCounters => "ours, the same with CPU off and sample off",
             Subject::TracingChrome => "tracing-chrome 0.7.2: file, layer, guard",
             Subject::PerfettoFile => "tracing-perfetto-file 0.1.1: file, layer, guard",
             Subject::FilesAlone => "no tracing: 3 files created, written, closed, renamed",

@@ -17,15 +17,17 @@
 //! no capture, and every `tracing` macro compiled out. That is the baseline of
 //! `scripts/bench-e2e.sh`.
 
-use std::io::{self, Read, Write};
-use std::process::{Command, ExitCode, Stdio};
+use std::io::{self, Write};
+#[cfg(feature = "bench-uninstrumented")]
+use std::process::Stdio;
+use std::process::{Command, ExitCode};
 
 use tracing::{debug_span, info, info_span};
 
 // A helper thread records into the capture, if there is one, and so does a
 // child's usage.
 #[cfg(not(feature = "bench-uninstrumented"))]
-use cabin_trace::{spawn, wait_child};
+use cabin_trace::{run_child, spawn};
 
 /// Without instrumentation, a plain named thread.
 #[cfg(feature = "bench-uninstrumented")]
@@ -37,10 +39,10 @@ where
     std::thread::Builder::new().name(name).spawn(f)
 }
 
-/// Without instrumentation, a plain wait.
+/// Without instrumentation, a plain run.
 #[cfg(feature = "bench-uninstrumented")]
-fn wait_child(mut child: std::process::Child) -> io::Result<std::process::ExitStatus> {
-    child.wait()
+fn run_child(cmd: &mut Command) -> io::Result<std::process::Output> {
+    cmd.stdin(Stdio::null()).output()
 }
 
 struct Args {
@@ -125,18 +127,12 @@ fn compile(n: u64) -> Result<u64, String> {
     let span = info_span!("run_compiler", units = n, exit_code = tracing::field::Empty);
     let _g = span.enter();
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the demo's own binary: {e}"))?;
-    let mut child = Command::new(exe)
-        .arg("--child-compile")
-        .arg(n.to_string())
-        .env_remove("CABIN_TRACE_DIR")
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start the compiler: {e}"))?;
-    let mut out = String::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        stdout.read_to_string(&mut out).map_err(|e| format!("reading the compiler's output: {e}"))?;
-    }
-    let status = wait_child(child).map_err(|e| format!("waiting for the compiler: {e}"))?;
+    // A real child process, drawn on the capture's `children` lane with its
+    // own CPU time and peak memory.
+    let output =
+        run_child(Command::new(exe).arg("--child-compile").arg(n.to_string()).env_remove("CABIN_TRACE_DIR"))
+            .map_err(|e| format!("running the compiler: {e}"))?;
+    let (status, out) = (output.status, String::from_utf8_lossy(&output.stdout).into_owned());
     span.record("exit_code", status.code().unwrap_or(-1));
     if !status.success() {
         return Err(format!("the compiler failed: {status}"));

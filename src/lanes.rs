@@ -13,6 +13,8 @@ use trace_core::{ChildUsage, Field, LaneReport, LaneSlice, Value};
 pub const NINJA_LANE: &str = "ninja";
 /// The lane test executables are drawn in.
 pub const TESTS_LANE: &str = "tests";
+/// The lane of the other child processes run with [`run_child`].
+pub const CHILDREN_LANE: &str = "children";
 
 /// What one Ninja run did, as its log says.
 #[derive(Debug)]
@@ -195,11 +197,47 @@ pub fn run_ninja(cmd: &mut Command, log: impl AsRef<Path>) -> io::Result<NinjaRu
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn run_test(cmd: &mut Command) -> io::Result<Output> {
-    let name = Path::new(cmd.get_program())
+    let name = program_name(cmd);
+    let _span = tracing::info_span!(target: "cabin_trace", "run_test", test = %name).entered();
+    run_on_lane(cmd, TESTS_LANE, &name)
+}
+
+/// Runs any child process to completion, capturing its output, and adds it
+/// to the current capture (if any) as a slice of the `children` lane named
+/// after the program, with its exit code and (on Unix) its CPU and peak
+/// resident set, which also count towards the capture's children (see
+/// [`wait_child`]): a compiler, a linker, a code generator the command waits
+/// for. The command's own span around the call (`run_child`, with the
+/// program as `program`) sits on the calling thread's lane.
+///
+/// Its standard input is closed and its standard output and error are
+/// captured, whatever `cmd` set for them; the child gets the capture's
+/// context in its environment, as [`crate::command`] sets it.
+///
+/// ```
+/// # #[cfg(unix)] {
+/// let out = cabin_trace::run_child(std::process::Command::new("echo").arg("hi"))?;
+/// assert_eq!(out.stdout, b"hi\n");
+/// # }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn run_child(cmd: &mut Command) -> io::Result<Output> {
+    let name = program_name(cmd);
+    let _span = tracing::info_span!(target: "cabin_trace", "run_child", program = %name).entered();
+    run_on_lane(cmd, CHILDREN_LANE, &name)
+}
+
+/// The file name of `cmd`'s program (all of it when it has none).
+fn program_name(cmd: &Command) -> String {
+    Path::new(cmd.get_program())
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| cmd.get_program().to_string_lossy().into_owned());
-    let _span = tracing::info_span!(target: "cabin_trace", "run_test", test = %name).entered();
+        .unwrap_or_else(|| cmd.get_program().to_string_lossy().into_owned())
+}
+
+/// Runs `cmd` to completion and adds it to the current capture as a slice
+/// named `name` of `lane`, with its exit code and usage.
+fn run_on_lane(cmd: &mut Command, lane: &str, name: &str) -> io::Result<Output> {
     crate::command(cmd);
     let handle = trace_core::current();
     let begin_ns = handle.as_ref().map(|h| h.now_ns());
@@ -210,15 +248,15 @@ pub fn run_test(cmd: &mut Command) -> io::Result<Output> {
         let mut fields = vec![Field { name: "exit_code", value: code }];
         fields.extend(usage.as_ref().map(usage_fields).into_iter().flatten());
         h.lane_slice(&LaneSlice {
-            lane: TESTS_LANE,
-            track: h.place(TESTS_LANE, begin_ns, end_ns),
+            lane,
+            track: h.place(lane, begin_ns, end_ns),
             begin_ns,
             end_ns,
-            name: &name,
+            name,
             fields: &fields,
         });
         h.lane_report(LaneReport {
-            lane: TESTS_LANE.to_string(),
+            lane: lane.to_string(),
             slices: 1,
             unavailable: None,
             notes: Vec::new(),

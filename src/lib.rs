@@ -90,7 +90,9 @@ pub struct ReadmeDoctests;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{Layer, Registry};
 
-pub use lanes::{run_ninja, run_test, wait_child, NinjaRun, NINJA_LANE, TESTS_LANE};
+pub use lanes::{
+    run_child, run_ninja, run_test, wait_child, NinjaRun, CHILDREN_LANE, NINJA_LANE, TESTS_LANE,
+};
 pub use ninja_log;
 pub use trace_core::os;
 pub use trace_core::{

@@ -73,7 +73,8 @@ pub const SUBJECTS: [Subject; 12] = [
 pub const LOAD_SUBJECTS: [Subject; 5] = [
     s(Who::NoSubscriber, false),
     s(Who::CaptureOff, false),
-    s(Who::Ours(Sinks::Default), false),
+    // Run through the façade's default capture with CPU time and samples off (whole.rs).
+    s(Who::Ours(Sinks::DefaultNoCounters), false),
     s(Who::PerfettoFile, false),
     s(Who::TracingChrome, false),
 ];

@@ -173,6 +173,35 @@ fn the_minibuild_lanes_are_tracks_of_their_own_in_the_pftrace() {
     assert_eq!(in_lane("tests"), 1);
 }
 
+/// The demo's compiler is a real child process run with `run_child`: a slice
+/// of the `children` lane, with the child's exit code, CPU and peak memory,
+/// in both files.
+#[test]
+fn the_demos_child_process_is_a_slice_of_the_children_lane_with_its_usage_in_both_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo(&["--spans", "50"], &[("CABIN_TRACE_DIR", dir.path())]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dumped = check(&[&one(dir.path(), ".pftrace")]);
+    let children: Vec<&Value> =
+        dumped.iter().filter(|s| s["lane"] == cabin_trace::CHILDREN_LANE && s["kind"] == "slice").collect();
+    assert_eq!(children.len(), 1, "{dumped:?}");
+    assert_eq!(children[0]["name"], "demo", "named after the program: {}", children[0]);
+    let json: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(one(dir.path(), ".trace.json")).unwrap()).unwrap();
+    let slice = json
+        .iter()
+        .find(|e| e["ph"] == "X" && e["cat"] == cabin_trace::CHILDREN_LANE)
+        .unwrap_or_else(|| panic!("no children slice in the JSON"));
+    assert_eq!(slice["name"], "demo");
+    assert_eq!(slice["args"]["exit_code"], 0, "{slice}");
+    #[cfg(unix)]
+    {
+        let peak = slice["args"]["max_rss_kib"].as_u64().unwrap_or(0);
+        assert!(peak > 100, "the child's own peak resident set, in KiB: {slice}");
+        assert!(slice["args"].get("user_us").is_some(), "{slice}");
+    }
+}
+
 #[test]
 fn ten_thousand_spans_take_under_37_bytes_each_in_the_pftrace_and_half_the_json_or_less() {
     let (p, j) = span_sizes("off");

@@ -10,10 +10,12 @@
 //! - Spans at the levels `<P>_TRACE_CPU` selects (info and above by
 //!   default) read the thread's CPU clock at enter and exit, into the enter
 //!   and exit records themselves (no larger record); the others pay one
-//!   comparison. A sampler thread of the capture ([`os::ProcessSampler`],
-//!   every `<P>_TRACE_SAMPLE`) reads the process's resident memory and CPU
-//!   for counters; if the system refuses the thread, the capture goes on
-//!   without them and its [`Report`] says so.
+//!   comparison. The process's resident memory and CPU
+//!   ([`os::ProcessSampler`]) are read for counters when a capture starts and
+//!   finishes, and every `<P>_TRACE_SAMPLE` in between by one sampler thread
+//!   the process's captures share (started by the first, parked while none
+//!   runs); if the system refuses the thread, the capture goes on with its
+//!   first sample only and its [`Report`] says so.
 //! - [`Session`] is one capture: it creates the `.partial` files and builds a
 //!   dispatcher that the command runs under with
 //!   `tracing::dispatcher::with_default` (never a global default), so repeated
@@ -33,8 +35,10 @@
 //!   of its own for that capture and hands it over in batches; nothing is
 //!   allocated per event once the buffers are warm. Batches wait for the
 //!   writer up to a memory budget ([`Config::with_memory_budget`], 64 MiB);
-//!   past it a batch is dropped, counted, and its gap marked, so that spans it
-//!   cut end where the loss began.
+//!   past it the thread waits for the writer to make room
+//!   ([`Report::waited_ns`]). Only a writer that makes no progress for a
+//!   second makes the capture drop batches, counted, their gaps marked, so
+//!   that spans they cut end where the loss began.
 //! - The writer merges the threads' records in time order (taking a thread's
 //!   partial batch itself when that thread holds the merge back), so every
 //!   record of a span is applied to it whichever thread wrote it; it turns
@@ -96,7 +100,7 @@
 //! | `<P>_TRACE_FILTER` | `tracing-subscriber` `Targets` directives; default `info` |
 //! | `<P>_TRACE_FORMAT` | comma list of the sinks to write; default all the caller knows |
 //! | `<P>_TRACE_CPU` | the least severe level whose spans read the thread CPU clock at enter and exit ([`Event::SpanBegin`]'s `thread_cpu_ns`, [`Event::SpanEnd`]'s `cpu`): a level name or `off`; default `info` ([`DEFAULT_CPU`]) |
-//! | `<P>_TRACE_SAMPLE` | the interval of the capture's sampler thread, which reads the process's resident memory and CPU ([`Event::ProcessSample`]): `1ms` to `1s`, as `<n>ms` or `<n>s`, or `off`; default `10ms` ([`DEFAULT_SAMPLE`]) |
+//! | `<P>_TRACE_SAMPLE` | the interval of the sampler thread, which reads the process's resident memory and CPU ([`Event::ProcessSample`]): `1ms` to `1s`, as `<n>ms` or `<n>s`, or `off`; default `10ms` ([`DEFAULT_SAMPLE`]) |
 //! | `<P>_TRACE_CHILDREN` | `1`: children started with [`Handle::child_env`] capture themselves into this capture's directory even without their own `<P>_TRACE_DIR`; `0` (default): only those whose own directory is set |
 //! | `TRACEPARENT`, `CABIN_TRACE_PARENT` | set on children by [`Handle::child_env`]: the family's trace id and parent span (W3C trace context), and the parent capture's directory and stem; read under every prefix. A malformed value is ignored with a warning ([`Config::warnings`]) |
 //!

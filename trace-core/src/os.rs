@@ -72,7 +72,7 @@ pub fn thread_cpu_ns() -> Option<u64> {
 }
 
 /// Reads the process's resident memory and CPU time, again and again: what
-/// a capture's sampler thread runs at each `<P>_TRACE_SAMPLE` interval.
+/// the sampler thread runs at each `<P>_TRACE_SAMPLE` interval of a capture.
 /// It keeps what a reading can reuse (on Linux, `/proc/self/statm` open).
 #[derive(Debug)]
 pub struct ProcessSampler {

@@ -74,7 +74,7 @@ pub struct Session {
     partials: Vec<PathBuf>,
     stem: String,
     usage_start: Usage,
-    /// The sampler thread, when `<P>_TRACE_SAMPLE` is not `off` and it started.
+    /// The capture's place with the sampler, when `<P>_TRACE_SAMPLE` is not `off` and its thread runs.
     sampler: Option<crate::sampler::Sampler>,
     /// Why the sampler thread did not start, for the report.
     sampler_error: Option<String>,
