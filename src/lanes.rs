@@ -207,8 +207,8 @@ pub fn run_test(cmd: &mut Command) -> io::Result<Output> {
 /// after the program, with its exit code and (on Unix) its CPU and peak
 /// resident set, which also count towards the capture's children (see
 /// [`wait_child`]): a compiler, a linker, a code generator the command waits
-/// for. The command's own span around the call (`run_child`, with the
-/// program as `program`) sits on the calling thread's lane.
+/// for. It opens no span of its own: the command's span around the call says
+/// why the child ran.
 ///
 /// Its standard input is closed and its standard output and error are
 /// captured, whatever `cmd` set for them; the child gets the capture's
@@ -223,7 +223,6 @@ pub fn run_test(cmd: &mut Command) -> io::Result<Output> {
 /// ```
 pub fn run_child(cmd: &mut Command) -> io::Result<Output> {
     let name = program_name(cmd);
-    let _span = tracing::info_span!(target: "cabin_trace", "run_child", program = %name).entered();
     run_on_lane(cmd, CHILDREN_LANE, &name)
 }
 

@@ -153,8 +153,21 @@ fn concurrent_processes_write_separate_complete_captures() {
         let text = std::fs::read_to_string(t).unwrap();
         let events: serde_json::Value = serde_json::from_str(&text).unwrap();
         let pid = events[0]["pid"].as_u64().unwrap();
-        // Each file holds one process's events only.
-        assert!(events.as_array().unwrap().iter().all(|e| e["pid"].as_u64() == Some(pid)));
+        // Each file holds one process's events only, and those of its lanes
+        // (the demo's child process), each drawn as a process of its own.
+        let lanes: std::collections::BTreeSet<u64> = events
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["name"] == "process_name" && e["args"]["name"] == cabin_trace::CHILDREN_LANE)
+            .filter_map(|e| e["pid"].as_u64())
+            .collect();
+        assert_eq!(lanes.len(), 1, "the child's lane");
+        assert!(events
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["pid"].as_u64() == Some(pid) || lanes.contains(&e["pid"].as_u64().unwrap_or(0))));
         assert!(t.file_name().unwrap().to_string_lossy().contains(&format!("-{pid}-")));
         pids.insert(pid);
     }
