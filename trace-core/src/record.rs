@@ -64,8 +64,9 @@ impl Raw {
         if !matches!(self.kind, Kind::Enter | Kind::Exit) {
             return None;
         }
-        let ns = u64::from(self.fields_start) | (u64::from(self.fields_len) << 32);
-        (ns != 0).then_some(ns)
+        // Stored plus one (`Batch::push_cpu`): 0 says none was read.
+        let stored = u64::from(self.fields_start) | (u64::from(self.fields_len) << 32);
+        stored.checked_sub(1)
     }
 }
 
@@ -138,8 +139,9 @@ impl Batch {
         self.raws.push(Raw { kind, id, ts, meta, fields_start: 0, fields_len: 0 });
     }
 
-    /// Appends an enter or exit with the thread CPU clock read for it (a
-    /// reading of 0 is kept as 1 ns: 0 says none was read).
+    /// Appends an enter or exit with the thread CPU clock read for it, stored
+    /// plus one so that 0 says none was read (a new thread's clock can read 0
+    /// where it is coarse).
     #[inline]
     pub(crate) fn push_cpu(
         &mut self,
@@ -150,7 +152,7 @@ impl Batch {
         cpu_ns: Option<u64>,
     ) {
         debug_assert!(matches!(kind, Kind::Enter | Kind::Exit));
-        let ns = cpu_ns.map_or(0, |ns| ns.max(1));
+        let ns = cpu_ns.map_or(0, |ns| ns.saturating_add(1));
         self.raws.push(Raw { kind, id, ts, meta, fields_start: ns as u32, fields_len: (ns >> 32) as u32 });
     }
 
@@ -343,4 +345,19 @@ pub(crate) struct OwnedLane {
     pub end_ns: u64,
     pub name: String,
     pub fields: Vec<(String, OwnedValue)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_cpu_reading_comes_back_as_it_was_stored_zero_included() {
+        let mut batch = Batch::with_capacity();
+        for reading in [None, Some(0), Some(1), Some(u64::from(u32::MAX) + 7), Some(u64::MAX - 1)] {
+            batch.clear();
+            batch.push_cpu(Kind::Enter, 1, 2, None, reading);
+            assert_eq!(batch.raws[0].thread_cpu_ns(), reading);
+        }
+    }
 }
