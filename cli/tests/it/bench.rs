@@ -10,7 +10,12 @@ fn demo(args: &str) -> String {
     format!("CABIN_TRACE_FILTER=debug {} {args}", demo_exe().display())
 }
 
+/// Runs `cabin-trace bench`, one at a time: two benchmarks interleaving their
+/// runs on two cores load each other's commands unevenly, which an A/A
+/// comparison of six runs can then read as a difference.
 fn bench(out: &Path, base: &str, head: &str, extra: &[&str]) -> std::process::Output {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let (b, h) = (format!("base={base}"), format!("head={head}"));
     let mut args = vec!["bench", "--cmd", &b, "--cmd", &h, "--no-progress", "-o", out.to_str().unwrap()];
     args.extend_from_slice(extra);
