@@ -31,8 +31,14 @@ fn main() {
     let which = args.next().unwrap_or_else(|| "default".to_string());
     let flush = std::env::var_os("SPANS_NO_FLUSH").is_none();
     let dir = support::Scratch::new("spans");
+    // The directory is the scratch one; the other variables (`SPANS_TRACE_CPU`,
+    // `SPANS_TRACE_SAMPLE`, ...) come from the environment, so a run can turn them off.
     let config = Config::from_lookup("SPANS", &["chrome", "perfetto"], |name| {
-        (name == "SPANS_TRACE_DIR").then(|| dir.path().into())
+        if name == "SPANS_TRACE_DIR" {
+            Some(dir.path().into())
+        } else {
+            std::env::var_os(name)
+        }
     })
     .expect("a valid configuration")
     .expect("SPANS_TRACE_DIR is set");
