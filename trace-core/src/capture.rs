@@ -90,11 +90,10 @@ impl Core {
         stamp: bool,
         values: impl FnOnce(&mut dyn Visit),
     ) {
-        // A span that declares no field can never hold a value: the writer
-        // needs nothing from its creation (its enter carries the callsite).
-        if !meta.fields().is_empty() {
-            let _ = self.record(buf, stamp, |b, ts| b.push_fields(Kind::NewSpan, id, ts, Some(meta), values));
-        }
+        // Recorded even for a span that declares no field: an enter that
+        // follows at once turns it into the span's first enter
+        // ([`Batch::push_enter`]), which spares the writer the span table.
+        let _ = self.record(buf, stamp, |b, ts| b.push_fields(Kind::NewSpan, id, ts, Some(meta), values));
     }
 
     /// Values were recorded into span `id`.
@@ -113,7 +112,7 @@ impl Core {
     pub(crate) fn enter(&self, buf: Option<&ThreadBuf>, id: u64, meta: Option<Meta>) {
         // Read before the buffer is claimed, so that a steal never waits for the clock.
         let cpu = self.thread_cpu(meta);
-        let _ = self.record(buf, true, |b, ts| b.push_cpu(Kind::Enter, id, ts, meta, cpu));
+        let _ = self.record(buf, true, |b, ts| b.push_enter(id, ts, meta, cpu));
     }
 
     /// Span `id` (callsite `meta`, when known) was exited on this thread.
@@ -143,9 +142,11 @@ impl Core {
     /// The last handle of span `id` is gone. `stamp` as for
     /// [`Core::new_span`]: where ids are never reused, the close only frees
     /// the writer's state, and the thread's latest stamp orders it well enough.
+    /// A close right after the span's exit joins the exit's record
+    /// ([`Batch::push_close`]).
     #[inline]
     pub(crate) fn close(&self, buf: Option<&ThreadBuf>, id: u64, stamp: bool) -> bool {
-        self.record(buf, stamp, |b, ts| b.push(Kind::Close, id, ts, None))
+        self.record(buf, stamp, |b, ts| b.push_close(id, ts))
     }
 
     /// Span `id` follows from span `follows` (`record_follows_from`).

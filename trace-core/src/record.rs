@@ -38,7 +38,17 @@ pub(crate) enum Kind {
     /// This thread is that helper: flow `id` ends at its next span.
     FlowIn,
     Enter,
+    /// A creation whose span was entered right after it on the same thread,
+    /// before any other record: the span's first enter, stamped at the enter,
+    /// with the creation's fields ([`Batch::push_enter`]).
+    NewEnter,
+    /// A [`Kind::NewEnter`] whose last field is the thread CPU clock read at
+    /// the enter, not a field of the span.
+    NewEnterCpu,
     Exit,
+    /// An exit followed on the same thread, before any other record, by the
+    /// span's close ([`Batch::push_close`]): both at the exit's stamp.
+    ExitClose,
     Event,
     Close,
 }
@@ -61,7 +71,7 @@ impl Raw {
     /// The thread CPU clock an enter or exit carries, if it was read.
     #[inline]
     pub(crate) fn thread_cpu_ns(&self) -> Option<u64> {
-        if !matches!(self.kind, Kind::Enter | Kind::Exit) {
+        if !matches!(self.kind, Kind::Enter | Kind::Exit | Kind::ExitClose) {
             return None;
         }
         // Stored plus one (`Batch::push_cpu`): 0 says none was read.
@@ -126,11 +136,67 @@ impl Batch {
     }
 
     pub(crate) fn fields(&self, raw: &Raw) -> &[RawField] {
-        if matches!(raw.kind, Kind::Enter | Kind::Exit) {
-            return &[];
-        }
+        let len = match raw.kind {
+            Kind::Enter | Kind::Exit | Kind::ExitClose => return &[],
+            // The last value is the CPU clock, not a field.
+            Kind::NewEnterCpu => raw.fields_len.saturating_sub(1),
+            _ => raw.fields_len,
+        };
         let start = raw.fields_start as usize;
-        self.values.get(start..start + raw.fields_len as usize).unwrap_or(&[])
+        self.values.get(start..start + len as usize).unwrap_or(&[])
+    }
+
+    /// The thread CPU clock read at the enter or exit `raw` records, if it was.
+    #[inline]
+    pub(crate) fn thread_cpu_ns(&self, raw: &Raw) -> Option<u64> {
+        if raw.kind != Kind::NewEnterCpu {
+            return raw.thread_cpu_ns();
+        }
+        let last = (raw.fields_start as usize + raw.fields_len as usize).checked_sub(1)?;
+        match self.values.get(last)?.value {
+            RawValue::U64(ns) => Some(ns),
+            _ => None,
+        }
+    }
+
+    /// Appends the enter of span `id`, or, when the batch's last record is
+    /// that span's creation, turns the creation into its first enter
+    /// ([`Kind::NewEnter`]): one record instead of two, and the writer knows
+    /// that the span was not entered before.
+    #[inline]
+    pub(crate) fn push_enter(
+        &mut self,
+        id: u64,
+        ts: u64,
+        meta: Option<&'static Metadata<'static>>,
+        cpu_ns: Option<u64>,
+    ) {
+        if let Some(last) = self.raws.last_mut().filter(|r| r.kind == Kind::NewSpan && r.id == id) {
+            // Nothing was stored after the creation: its fields are the last values.
+            last.ts = ts;
+            last.meta = last.meta.or(meta);
+            match cpu_ns {
+                Some(ns) => {
+                    last.kind = Kind::NewEnterCpu;
+                    last.fields_len += 1;
+                    self.values.push(RawField { name: "", value: RawValue::U64(ns) });
+                }
+                None => last.kind = Kind::NewEnter,
+            }
+            return;
+        }
+        self.push_cpu(Kind::Enter, id, ts, meta, cpu_ns);
+    }
+
+    /// Appends the close of span `id`, or, when the batch's last record is
+    /// that span's exit, turns the exit into [`Kind::ExitClose`].
+    #[inline]
+    pub(crate) fn push_close(&mut self, id: u64, ts: u64) {
+        if let Some(last) = self.raws.last_mut().filter(|r| r.kind == Kind::Exit && r.id == id) {
+            last.kind = Kind::ExitClose;
+            return;
+        }
+        self.push(Kind::Close, id, ts, None);
     }
 
     /// Appends a record without fields.
@@ -359,5 +425,49 @@ mod tests {
             batch.push_cpu(Kind::Enter, 1, 2, None, reading);
             assert_eq!(batch.raws[0].thread_cpu_ns(), reading);
         }
+    }
+
+    #[test]
+    fn an_enter_right_after_its_creation_becomes_the_creation_with_its_fields_and_clock() {
+        for cpu in [None, Some(0), Some(42)] {
+            let mut batch = Batch::with_capacity();
+            batch.push_fields(Kind::NewSpan, 7, 1, None, |_| {});
+            batch.values.push(RawField { name: "a", value: RawValue::I64(-3) });
+            batch.raws[0].fields_len = 1;
+            batch.push_enter(7, 5, None, cpu);
+            assert_eq!(batch.raws.len(), 1);
+            let raw = batch.raws[0];
+            assert_eq!(
+                (raw.ts, raw.kind),
+                (5, if cpu.is_some() { Kind::NewEnterCpu } else { Kind::NewEnter })
+            );
+            assert_eq!(batch.fields(&raw).len(), 1);
+            assert_eq!(batch.fields(&raw)[0].name, "a");
+            assert_eq!(batch.thread_cpu_ns(&raw), cpu);
+        }
+    }
+
+    #[test]
+    fn an_enter_after_another_record_or_of_another_span_stays_an_enter() {
+        let mut batch = Batch::with_capacity();
+        batch.push_fields(Kind::NewSpan, 7, 1, None, |_| {});
+        batch.push_enter(8, 2, None, Some(3));
+        batch.push_enter(7, 3, None, None);
+        let kinds: Vec<Kind> = batch.raws.iter().map(|r| r.kind).collect();
+        assert_eq!(kinds, [Kind::NewSpan, Kind::Enter, Kind::Enter]);
+        assert_eq!(batch.thread_cpu_ns(&batch.raws[1]), Some(3));
+    }
+
+    #[test]
+    fn a_close_right_after_its_exit_joins_it_and_keeps_the_exit_clock() {
+        let mut batch = Batch::with_capacity();
+        batch.push_cpu(Kind::Exit, 7, 4, None, Some(9));
+        batch.push_close(8, 5);
+        batch.push_close(7, 6);
+        batch.push_cpu(Kind::Exit, 7, 7, None, Some(11));
+        batch.push_close(7, 8);
+        let kinds: Vec<(Kind, u64)> = batch.raws.iter().map(|r| (r.kind, r.ts)).collect();
+        assert_eq!(kinds, [(Kind::Exit, 4), (Kind::Close, 5), (Kind::Close, 6), (Kind::ExitClose, 7)]);
+        assert_eq!(batch.thread_cpu_ns(&batch.raws[3]), Some(11));
     }
 }

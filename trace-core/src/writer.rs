@@ -160,6 +160,11 @@ struct Open {
     recorded: OwnedFields,
     /// The thread CPU clock at the begin, when read.
     begin_cpu: Option<u64>,
+    /// The span's fields, for a span in its first piece since its creation
+    /// ([`Kind::NewEnter`]): such a span has no entry in the span table nor
+    /// in [`pieces::Pieces`] until it is exited without being closed, so the
+    /// common span (created, entered, exited, closed) costs no table at all.
+    own: Option<OwnedFields>,
 }
 
 /// What arrived from one thread, in its order.
@@ -508,7 +513,7 @@ impl Writer {
     fn end_slice(&mut self, tid: Tid, open: Open, ts: u64, unclosed: bool, end_cpu: Option<u64>) {
         let [a, b] = &mut self.scratch;
         let mut all = a.take();
-        borrow_fields(&mut all, self.spans.get(&open.id));
+        borrow_fields(&mut all, open.own.as_ref().or_else(|| self.spans.get(&open.id)));
         let mut recorded = b.take();
         borrow_fields(&mut recorded, Some(&open.recorded));
         let event = Event::SpanEnd {
@@ -524,11 +529,38 @@ impl Writer {
         feed(&mut self.sinks, &event);
         a.put(all);
         b.put(recorded);
-        let mut recorded = open.recorded;
-        if self.spare.len() < 1024 && recorded.capacity() > 0 {
-            recorded.clear();
-            self.spare.push(recorded);
+        self.reuse(open.recorded);
+        if let Some(own) = open.own {
+            self.reuse(own);
         }
+    }
+
+    /// Keeps an emptied field list for a later span.
+    #[inline]
+    fn reuse(&mut self, mut fields: OwnedFields) {
+        if self.spare.len() < 1024 && fields.capacity() > 0 {
+            fields.clear();
+            self.spare.push(fields);
+        }
+    }
+
+    /// Makes the fields of span `id` (from creation and later records) an
+    /// entry of the span table: a span in its first piece keeps them in its
+    /// open slice ([`Open::own`]) until it may be entered again.
+    fn table_entry(&mut self, id: u64) {
+        if self.spans.contains_key(&id) {
+            return;
+        }
+        let found = self.lanes.iter_mut().flatten().find_map(|l| {
+            let tid = l.tid;
+            l.stack.iter_mut().find(|o| o.id == id && o.own.is_some()).map(|o| (tid, o))
+        });
+        let Some((tid, open)) = found else { return };
+        let Some(own) = open.own.take() else { return };
+        let (meta, begin_ts) = (open.meta, open.begin_ts);
+        // Its first piece, noted now that there is a second.
+        self.pieces.first_piece(id, meta, tid, begin_ts);
+        self.spans.insert(id, own);
     }
 
     /// Applies one record of thread `i`.
@@ -546,92 +578,54 @@ impl Writer {
                 }
             }
             Kind::Record => {
-                // No entry: the span's close came first (or its creation was
-                // lost); there is no slice left to carry the values.
-                let Some(entry) = self.spans.get_mut(&raw.id) else { return };
-                for f in raw_fields {
-                    set_field(entry, f.name, OwnedValue::from_raw(batch, &f.value));
+                // No entry and no open slice: the span's close came first (or
+                // its creation was lost); nothing is left to carry the values.
+                if let Some(entry) = self.spans.get_mut(&raw.id) {
+                    for f in raw_fields {
+                        set_field(entry, f.name, OwnedValue::from_raw(batch, &f.value));
+                    }
                 }
                 // A span may be open on any thread; its slices there get the values too.
                 for lane in self.lanes.iter_mut().flatten() {
                     for open in lane.stack.iter_mut().filter(|o| o.id == raw.id) {
                         for f in raw_fields {
                             set_field(&mut open.recorded, f.name, OwnedValue::from_raw(batch, &f.value));
+                            if let Some(own) = open.own.as_mut() {
+                                set_field(own, f.name, OwnedValue::from_raw(batch, &f.value));
+                            }
                         }
                     }
                 }
             }
+            Kind::NewEnter | Kind::NewEnterCpu => {
+                let Some(meta) = raw.meta else { return };
+                let ts = self.time(i, raw.ts);
+                let Some(tid) = self.lanes[i].as_ref().map(|l| l.tid) else { return };
+                self.pieces.arrivals(&mut self.sinks, i, tid, raw.id, ts);
+                let mut own = self.spare.pop().unwrap_or_default();
+                own.extend(raw_fields.iter().map(|f| (f.name, OwnedValue::from_raw(batch, &f.value))));
+                self.begin(i, tid, raw.id, meta, ts, batch.thread_cpu_ns(raw), Some(own));
+            }
             Kind::Enter => {
                 let Some(meta) = raw.meta else { return };
                 let ts = self.time(i, raw.ts);
-                let Some(lane) = self.lanes[i].as_ref() else { return };
-                let tid = lane.tid;
+                let Some(tid) = self.lanes[i].as_ref().map(|l| l.tid) else { return };
+                // Entered while its first piece runs on another thread: that
+                // piece hands its fields to the table, and its life to `pieces`.
+                self.table_entry(raw.id);
                 self.pieces.enter(&mut self.sinks, i, tid, raw.id, meta, ts);
-                let scratch = &mut self.scratch[0];
-                let mut fields = scratch.take();
-                borrow_fields(&mut fields, self.spans.get(&raw.id));
-                let begin_cpu = raw.thread_cpu_ns();
-                let event = Event::SpanBegin {
-                    thread: tid,
-                    ts,
-                    site: Site::of(meta),
-                    fields: &fields,
-                    thread_cpu_ns: begin_cpu,
-                };
-                feed(&mut self.sinks, &event);
-                scratch.put(fields);
-                let recorded = self.spare.pop().unwrap_or_default();
-                if let Some(lane) = self.lanes[i].as_mut() {
-                    lane.stack.push(Open { id: raw.id, begin_ts: ts, meta, recorded, begin_cpu });
-                }
+                self.begin(i, tid, raw.id, meta, ts, raw.thread_cpu_ns(), None);
             }
-            Kind::Exit => {
+            Kind::Exit | Kind::ExitClose => {
                 let ts = self.time(i, raw.ts);
-                let Some(lane) = self.lanes[i].as_mut() else { return };
-                let tid = lane.tid;
-                // An exit whose enter was dropped matches nothing: skip it.
-                let Some(pos) = lane.stack.iter().rposition(|o| o.id == raw.id) else { return };
-                // Spans above the match lost their exits with a dropped batch:
-                // end them where the loss began, not here.
-                let gap_ns = lane.gap_from.map(|from| match &self.anchors {
-                    Some(a) => a.ns(from),
-                    None => self.threads.stamps.base_mono_ns + from,
-                });
-                if pos + 1 == lane.stack.len() {
-                    // The common case: the innermost span ends.
-                    let own = lane.stack.pop();
-                    if lane.stack.is_empty() {
-                        lane.gap_from = None;
-                    }
-                    if let Some(own) = own {
-                        self.pieces.exit(own.id, tid, own.begin_ts, ts);
-                        self.end_slice(tid, own, ts, false, raw.thread_cpu_ns());
-                    }
-                    return;
-                }
-                let above: Vec<Open> = lane.stack.drain(pos + 1..).rev().collect();
-                let own = lane.stack.pop();
-                if lane.stack.is_empty() {
-                    lane.gap_from = None;
-                }
-                for open in above {
-                    let end = gap_ns.map_or(ts, |g| g.clamp(open.begin_ts, ts));
-                    self.end_slice(tid, open, end, true, None);
-                }
-                if let Some(own) = own {
-                    self.pieces.exit(own.id, tid, own.begin_ts, ts);
-                    self.end_slice(tid, own, ts, false, raw.thread_cpu_ns());
+                let closing = raw.kind == Kind::ExitClose;
+                if !self.exit(i, raw, ts, closing) && closing {
+                    self.close_span(raw.id, ts);
                 }
             }
             Kind::Close => {
                 let ts = self.time(i, raw.ts);
-                self.pieces.close(&mut self.sinks, &self.spans, raw.id, ts);
-                if let Some(mut old) = self.spans.remove(&raw.id) {
-                    if self.spare.len() < 1024 {
-                        old.clear();
-                        self.spare.push(old);
-                    }
-                }
+                self.close_span(raw.id, ts);
             }
             Kind::Follows => {
                 let ts = self.time(i, raw.ts);
@@ -659,6 +653,106 @@ impl Writer {
                 feed(&mut self.sinks, &event);
                 scratch.put(fields);
             }
+        }
+    }
+
+    /// Begins a slice of span `id` on thread `i` (`tid`) at `ts`, with the
+    /// span's fields from `own` (its first piece) or else from the table.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn begin(
+        &mut self,
+        i: usize,
+        tid: Tid,
+        id: u64,
+        meta: &'static Metadata<'static>,
+        ts: u64,
+        begin_cpu: Option<u64>,
+        own: Option<OwnedFields>,
+    ) {
+        let scratch = &mut self.scratch[0];
+        let mut fields = scratch.take();
+        borrow_fields(&mut fields, own.as_ref().or_else(|| self.spans.get(&id)));
+        let site = Site::of(meta);
+        let event = Event::SpanBegin { thread: tid, ts, site, fields: &fields, thread_cpu_ns: begin_cpu };
+        feed(&mut self.sinks, &event);
+        scratch.put(fields);
+        // Values recorded while a slice is open are rare: no list until one is.
+        let recorded = OwnedFields::new();
+        if let Some(lane) = self.lanes[i].as_mut() {
+            lane.stack.push(Open { id, begin_ts: ts, meta, recorded, begin_cpu, own });
+        }
+    }
+
+    /// Exits span `id` of `raw` on thread `i` at `ts`; `closing`: its close
+    /// came with the exit. Returns whether the span was closed here, which it
+    /// is only when a slice of it was open on the thread.
+    fn exit(&mut self, i: usize, raw: &Raw, ts: u64, closing: bool) -> bool {
+        let Some(lane) = self.lanes[i].as_mut() else { return false };
+        let tid = lane.tid;
+        // An exit whose enter was dropped matches nothing: skip it.
+        let Some(pos) = lane.stack.iter().rposition(|o| o.id == raw.id) else { return false };
+        let cpu = raw.thread_cpu_ns();
+        if pos + 1 == lane.stack.len() {
+            // The common case: the innermost span ends.
+            let own = lane.stack.pop();
+            if lane.stack.is_empty() {
+                lane.gap_from = None;
+            }
+            return own.is_some_and(|own| self.end_piece(tid, own, ts, cpu, closing));
+        }
+        // Spans above the match lost their exits with a dropped batch:
+        // end them where the loss began, not here.
+        let gap_ns = lane.gap_from.map(|from| match &self.anchors {
+            Some(a) => a.ns(from),
+            None => self.threads.stamps.base_mono_ns + from,
+        });
+        let above: Vec<Open> = lane.stack.drain(pos + 1..).rev().collect();
+        let own = lane.stack.pop();
+        if lane.stack.is_empty() {
+            lane.gap_from = None;
+        }
+        for mut open in above {
+            // Not closed: a later record of it may still need its fields.
+            if let Some(fields) = open.own.take() {
+                self.spans.insert(open.id, fields);
+            }
+            let end = gap_ns.map_or(ts, |g| g.clamp(open.begin_ts, ts));
+            self.end_slice(tid, open, end, true, None);
+        }
+        own.is_some_and(|own| self.end_piece(tid, own, ts, cpu, closing))
+    }
+
+    /// Ends `open`, a piece of a span on `tid`, at `ts`; `closing`: the span
+    /// closes with it. Returns `closing`.
+    fn end_piece(&mut self, tid: Tid, mut open: Open, ts: u64, cpu: Option<u64>, closing: bool) -> bool {
+        if closing && open.own.is_some() {
+            // Its one and only piece: no table ever knew it.
+            self.end_slice(tid, open, ts, false, cpu);
+            return true;
+        }
+        if let Some(own) = open.own.take() {
+            // It may be entered again: from now on the tables know it.
+            self.pieces.first_piece(open.id, open.meta, tid, open.begin_ts);
+            if let Some(old) = self.spans.insert(open.id, own) {
+                self.reuse(old);
+            }
+        }
+        let id = open.id;
+        self.pieces.exit(id, tid, open.begin_ts, ts);
+        self.end_slice(tid, open, ts, false, cpu);
+        if closing {
+            self.close_span(id, ts);
+        }
+        closing
+    }
+
+    /// Span `id` closed at `ts`: its whole life goes out if it ran in pieces,
+    /// and the tables forget it.
+    fn close_span(&mut self, id: u64, ts: u64) {
+        self.pieces.close(&mut self.sinks, &self.spans, id, ts);
+        if let Some(old) = self.spans.remove(&id) {
+            self.reuse(old);
         }
     }
 

@@ -32,10 +32,16 @@ impl Acc {
             self.cpu_ns = Some(self.cpu_ns.unwrap_or(0).saturating_add(cpu));
         }
         self.unclosed += u64::from(unclosed);
-        for f in fields {
+        for (i, f) in fields.iter().enumerate() {
             if let Some(v) = f.value.as_integer() {
-                match self.field_sums.iter_mut().find(|(name, _)| name == f.name) {
-                    Some((_, sum)) => *sum = sum.saturating_add(v),
+                // A call site's fields come in the same order every time: try
+                // the same position first.
+                let at = match self.field_sums.get(i) {
+                    Some((name, _)) if name == f.name => Some(i),
+                    _ => self.field_sums.iter().position(|(name, _)| name == f.name),
+                };
+                match at {
+                    Some(at) => self.field_sums[at].1 = self.field_sums[at].1.saturating_add(v),
                     None => self.field_sums.push((f.name.to_owned(), v)),
                 }
             }
@@ -69,6 +75,26 @@ impl Hasher for NameHasher {
 
 type Names<V> = HashMap<String, V, BuildHasherDefault<NameHasher>>;
 
+/// Slots of [`Recent`]: a power of two.
+const RECENT: usize = 256;
+
+/// A direct-mapped cache from the addresses of a span's name and target to
+/// its index in [`SummarySink::spans`].
+struct Recent(Box<[(usize, usize, usize)]>);
+
+impl Default for Recent {
+    fn default() -> Self {
+        Recent(vec![(0, 0, usize::MAX); RECENT].into_boxed_slice())
+    }
+}
+
+impl Recent {
+    fn slot(name: &str, target: &str) -> usize {
+        let (n, t) = (name.as_ptr() as usize, target.as_ptr() as usize);
+        (n ^ (n >> 9) ^ (t >> 3)) & (RECENT - 1)
+    }
+}
+
 /// The sink that writes `<stem>.timings.json`. Give it to the capture after the
 /// trace sinks, so it can say whether their files are complete.
 #[derive(Default)]
@@ -83,9 +109,17 @@ pub struct SummarySink {
     trace_id: String,
     parent_stem: Option<String>,
     parent_span_id: Option<String>,
-    /// By name, then by target: looked up with the borrowed strings, so a
-    /// span's end allocates nothing once its call site has been seen.
-    spans: Names<Names<Acc>>,
+    /// The totals of every span name and target seen, found through `recent`
+    /// or `by_text`.
+    spans: Vec<(String, String, Acc)>,
+    /// Indexes into `spans` by name, then by target: looked up with the
+    /// borrowed strings, so a span's end allocates nothing once its call site
+    /// has been seen.
+    by_text: Names<Names<usize>>,
+    /// Indexes into `spans` by the addresses of a name and a target (a call
+    /// site's strings are static), confirmed against the text: most span ends
+    /// are found here without hashing a string.
+    recent: Recent,
     events: u64,
     ninja: Option<Ninja>,
     lanes: BTreeMap<String, Lane>,
@@ -101,6 +135,36 @@ impl SummarySink {
     /// A new summary sink.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The index in `spans` of the totals of `name` and `target`, made if new.
+    #[inline]
+    fn index_of(&mut self, name: &str, target: &str) -> usize {
+        let slot = Recent::slot(name, target);
+        let (n, t, index) = self.recent.0[slot];
+        if n == name.as_ptr() as usize && t == target.as_ptr() as usize {
+            // The same addresses, but the text is what decides.
+            if let Some((sn, st, _)) = self.spans.get(index) {
+                if sn == name && st == target {
+                    return index;
+                }
+            }
+        }
+        let index = self.index_by_text(name, target);
+        self.recent.0[slot] = (name.as_ptr() as usize, target.as_ptr() as usize, index);
+        index
+    }
+
+    #[cold]
+    fn index_by_text(&mut self, name: &str, target: &str) -> usize {
+        // Most lookups find an entry: look up before allocating keys.
+        if let Some(&index) = self.by_text.get(name).and_then(|t| t.get(target)) {
+            return index;
+        }
+        let index = self.spans.len();
+        self.spans.push((name.to_owned(), target.to_owned(), Acc::default()));
+        self.by_text.entry(name.to_owned()).or_default().insert(target.to_owned(), index);
+        index
     }
 
     fn ninja_report(&mut self, report: &trace_core::LaneReport) {
@@ -161,13 +225,9 @@ impl Sink for SummarySink {
             Event::SpanEnd { ts, begin_ts, site, fields, unclosed, cpu, .. } => {
                 let ns = ts.saturating_sub(begin_ts);
                 let cpu = cpu.map(|c| c.ns());
-                // Most ends hit an existing entry: look up before allocating keys.
-                if let Some(acc) = self.spans.get_mut(site.name).and_then(|t| t.get_mut(site.target)) {
+                let index = self.index_of(site.name, site.target);
+                if let Some((_, _, acc)) = self.spans.get_mut(index) {
                     acc.add(ns, cpu, unclosed, fields);
-                } else {
-                    let mut acc = Acc::default();
-                    acc.add(ns, cpu, unclosed, fields);
-                    self.spans.entry(site.name.to_owned()).or_default().insert(site.target.to_owned(), acc);
                 }
             }
             Event::Instant { .. } => self.events += 1,
@@ -200,18 +260,17 @@ impl Sink for SummarySink {
                 error: f.error.clone(),
             })
             .collect();
+        self.by_text.clear();
         let mut spans: Vec<SpanTotals> = std::mem::take(&mut self.spans)
             .into_iter()
-            .flat_map(|(name, targets)| {
-                targets.into_iter().map(move |(target, a)| SpanTotals {
-                    name: name.clone(),
-                    target,
-                    count: a.count,
-                    total_inclusive_us: a.total_ns / 1000,
-                    total_inclusive_thread_cpu_us: a.cpu_ns.map(|ns| ns / 1000),
-                    unclosed: a.unclosed,
-                    field_sums: a.field_sums.into_iter().collect(),
-                })
+            .map(|(name, target, a)| SpanTotals {
+                name,
+                target,
+                count: a.count,
+                total_inclusive_us: a.total_ns / 1000,
+                total_inclusive_thread_cpu_us: a.cpu_ns.map(|ns| ns / 1000),
+                unclosed: a.unclosed,
+                field_sums: a.field_sums.into_iter().collect(),
             })
             .collect();
         spans.sort_by(|a, b| {

@@ -10,8 +10,6 @@
 //! source's begin before the link is known, so each end names a thread and a
 //! time, and the sink binds it to the slice there.
 
-use std::collections::hash_map::Entry;
-
 use tracing_core::Metadata;
 
 use super::{borrow_fields, feed, IdMap, Lane, SinkFile, Spans};
@@ -60,20 +58,32 @@ impl Pieces {
         meta: &'static Metadata<'static>,
         ts: u64,
     ) {
-        match self.lives.entry(id) {
-            Entry::Vacant(v) => {
-                v.insert(Life {
-                    meta,
-                    first_ns: ts,
-                    first_tid: tid,
-                    last_begin_ns: ts,
-                    last_end_ns: ts,
-                    last_tid: tid,
-                    split: false,
-                });
-            }
-            Entry::Occupied(mut o) => o.get_mut().split = true,
+        match self.lives.get_mut(&id) {
+            Some(life) => life.split = true,
+            None => self.first_piece(id, meta, tid, ts),
         }
+        self.arrivals(sinks, lane, tid, id, ts);
+    }
+
+    /// The first piece of span `id`, begun on `tid` at `begin_ns`, noted
+    /// after the fact: a span in its first piece is not noted at its enter
+    /// (most spans have no other), only once it may have another.
+    pub(super) fn first_piece(&mut self, id: u64, meta: &'static Metadata<'static>, tid: Tid, begin_ns: u64) {
+        self.lives.entry(id).or_insert(Life {
+            meta,
+            first_ns: begin_ns,
+            first_tid: tid,
+            last_begin_ns: begin_ns,
+            last_end_ns: begin_ns,
+            last_tid: tid,
+            split: false,
+        });
+    }
+
+    /// Sends the flows that end at the piece of span `id` that thread `tid`
+    /// (lane `lane`) begins at `ts`, before its begin.
+    #[inline]
+    pub(super) fn arrivals(&mut self, sinks: &mut [SinkFile], lane: usize, tid: Tid, id: u64, ts: u64) {
         if let Some(arriving) = self.arriving.get_mut(lane).filter(|a| !a.is_empty()) {
             for (flow, kind) in arriving.drain(..) {
                 feed(sinks, &Event::FlowIn { flow, kind, thread: tid, ts, at_begin: true });

@@ -134,3 +134,50 @@ fn follows_from_gives_a_flow_from_the_origin_to_the_follower() {
         assert!(!flows[3].5 && running.1 <= flows[3].4 && flows[3].4 <= running.2, "{front:?}");
     }
 }
+
+#[test]
+fn a_span_entered_elsewhere_while_its_first_piece_runs_keeps_its_fields_in_every_piece() {
+    for front in FRONTS {
+        let (s, seen) = session_on(front, "overlap", "trace");
+        s.in_scope(|| {
+            let shared = info_span!("shared", n = 3, later = tracing::field::Empty);
+            let first = shared.enter();
+            shared.record("later", 5);
+            let other = shared.clone();
+            trace_core::spawn("other", move || other.in_scope(|| ())).unwrap().join().unwrap();
+            drop(first);
+            // Exited, not closed: recorded into, then entered again.
+            shared.record("later", 6);
+            shared.in_scope(|| ());
+        });
+        s.finish();
+        let seen = seen.lock();
+        let pieces: Vec<&str> =
+            seen.slices.iter().filter(|s| s.1 == "shared").map(|s| s.4.as_str()).collect();
+        assert_eq!(pieces, ["n=3 later=5", "n=3 later=5", "n=3 later=6"], "{front:?}");
+        let asyncs: Vec<(&str, &str)> = seen.asyncs.iter().map(|a| (a.0.as_str(), a.3.as_str())).collect();
+        assert_eq!(asyncs, [("shared", "n=3 later=6")], "{front:?}");
+        let other = thread_of(&seen, "other");
+        assert_eq!(seen.slices.iter().filter(|s| s.1 == "shared" && s.0 == other).count(), 1, "{front:?}");
+    }
+}
+
+#[test]
+fn a_span_closed_as_it_exits_never_runs_in_pieces_and_keeps_a_value_recorded_while_open() {
+    for front in FRONTS {
+        let (s, seen) = session_on(front, "once", "trace");
+        s.in_scope(|| {
+            for i in 0..3u64 {
+                let span = info_span!("each", i, late = tracing::field::Empty);
+                span.in_scope(|| span.record("late", i * 10));
+            }
+        });
+        s.finish();
+        let seen = seen.lock();
+        let fields: Vec<&str> = seen.slices.iter().filter(|s| s.1 == "each").map(|s| s.4.as_str()).collect();
+        assert_eq!(fields, ["i=0u late=0u", "i=1u late=10u", "i=2u late=20u"], "{front:?}");
+        let recorded: Vec<&str> = seen.ends.iter().filter(|e| e.1 == "each").map(|e| e.2.as_str()).collect();
+        assert_eq!(recorded, ["late=0u", "late=10u", "late=20u"], "{front:?}");
+        assert!(seen.asyncs.is_empty(), "{front:?}: {:?}", seen.asyncs);
+    }
+}
