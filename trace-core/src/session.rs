@@ -173,7 +173,7 @@ impl Session {
                 Ok(file) => {
                     files.push(SinkFile {
                         sink,
-                        out: CheckedWriter::new(BufWriter::with_capacity(16 * 1024, file)),
+                        out: CheckedWriter::new(BufWriter::with_capacity(64 * 1024, file)),
                         path,
                         error: None,
                     });
