@@ -203,6 +203,11 @@ impl State {
             self.tried = false;
             return self.read_without_page();
         }
+        if MISSED.load(Ordering::Relaxed) >= STRIKES {
+            // Another thread saw the kernel miss switches.
+            self.give_back();
+            return self.read_without_page();
+        }
         let switched = !self.anchored || seq != self.seq;
         let before = self.lock();
         compiler_fence(Ordering::SeqCst);
@@ -484,6 +489,76 @@ mod tests {
             busy,
             kept.0 && extrapolates(),
             "a thread that reads often between switches keeps its event"
+        );
+    }
+
+    /// Refuses `perf_event_open` (`EACCES`) to the calling thread and the
+    /// threads it starts from now on, as a container's seccomp profile does.
+    fn refuse_perf_events() {
+        let stmt = |code: u32, k: u32| libc::sock_filter { code: code as u16, jt: 0, jf: 0, k };
+        let mut program = [
+            // The system call's number is the first word of `seccomp_data`.
+            stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0),
+            libc::sock_filter {
+                code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+                jt: 0,
+                jf: 1,
+                k: libc::SYS_perf_event_open as u32,
+            },
+            stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::EACCES as u32),
+            stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
+        ];
+        let prog = libc::sock_fprog { len: program.len() as u16, filter: program.as_mut_ptr() };
+        // SAFETY: `prog` points at a valid filter program for the duration of the call.
+        unsafe {
+            assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0, "PR_SET_NO_NEW_PRIVS");
+            assert_eq!(
+                libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &prog as *const libc::sock_fprog
+                ),
+                0,
+                "PR_SET_SECCOMP"
+            );
+        }
+    }
+
+    const REFUSED: &str = "TRACE_CORE_TEST_PERF_REFUSED";
+
+    /// Run by the test below in a process of its own, so that the refusal it
+    /// records stays out of the other tests' process.
+    #[test]
+    #[ignore = "run by where_perf_events_are_refused_every_thread_reads_the_system_call"]
+    fn refused_perf_events() {
+        if std::env::var_os(REFUSED).is_none() {
+            return;
+        }
+        refuse_perf_events();
+        let (fast, kernel, opened) = both_over(|| spin(Duration::from_millis(20)));
+        assert!(!opened, "the event opened under a filter that refuses it");
+        assert_eq!(PROCESS.load(Ordering::Relaxed), FAILED, "the process did not remember the refusal");
+        assert_close(fast, kernel, "the system call's readings");
+        // A later thread does not try again.
+        let tried =
+            std::thread::spawn(|| (read().is_some(), STATE.with(|s| s.borrow().tried))).join().unwrap();
+        assert_eq!(tried, (true, false), "(read, tried to open) on a later thread");
+        println!("{REFUSED}: checked");
+    }
+
+    #[test]
+    fn where_perf_events_are_refused_every_thread_reads_the_system_call() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "os::unix::thread_cpu::tests::refused_perf_events", "--nocapture"])
+            .env(REFUSED, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(&format!("{REFUSED}: checked")),
+            "{}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
         );
     }
 }
