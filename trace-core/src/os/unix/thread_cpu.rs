@@ -13,36 +13,45 @@
 //! excluded so that `perf_event_paranoid` 2 allows it) and its mapped page
 //! (`perf_event_mmap_page`): the kernel rewrites the page, bumping its `lock`
 //! sequence count, each time it schedules the event in, which it does when it
-//! schedules the thread in (after a sleep, a preemption, a migration). A
-//! reading whose `lock` is the anchor's extrapolates; any other takes a new
-//! anchor. The event's own count is not read: without `cap_user_time` (which a
-//! kernel that keeps its scheduler clock with a paravirtual clock, as under
-//! KVM, does not set) the page's times are as old as its last update.
+//! schedules the thread in (after a sleep, a preemption, a migration). That is
+//! what Linux 6.18 does, and what the tests here check; the kernel documents
+//! the page's protocol for reading counters, not as a switch counter, hence
+//! the check at the end of this paragraph. A reading whose `lock` is the
+//! anchor's extrapolates; any other takes a new anchor. The event's own count
+//! is not read: without `cap_user_time` (which a kernel whose scheduler clock
+//! is a paravirtual clock, as under KVM, does not set) the page's times are as
+//! old as its last update. Should a kernel not bump `lock` at every switch in,
+//! a thread would be seen using under half of a window's wall time while never
+//! switched out; after [`STRIKES`] such windows the process stops
+//! extrapolating.
 //!
 //! Between two switches the monotonic clock also counts time the kernel does
 //! not give the thread (interrupts it accounts apart, a hypervisor's steal).
 //! So an anchor lasts at most [`WINDOW_NS`] of wall time, and a reading never
-//! goes below the one before it: the error of a reading is at most what one
-//! window overcounted, and the next anchor takes it back.
+//! goes below the one before it: a reading is ahead of the system call's by at
+//! most what one window overcounted, and after the next anchor the readings
+//! stay put until the thread's CPU time catches up.
 //!
 //! Where the event cannot be opened or mapped (`perf_event_paranoid` 3, a
-//! seccomp filter, no perf support, the per-user limit of locked pages), the
-//! thread reads the system call, and the process remembers it so that no
-//! other thread tries again. The event costs each context switch of its
-//! thread kernel time (the `clocks` benchmark's round trip between two
-//! threads: 57 against 48 µs here), so a thread that is switched out more
-//! often than every fourth reading gives its event back and reads the system
-//! call from then on. A thread that holds its event and stops reading keeps
-//! paying for it until it exits. Should a kernel not bump `lock` at every switch in, a
-//! thread would see CPU time it did not use grow past what the anchor after
-//! a window says; after a few such windows the process stops extrapolating.
+//! seccomp filter, no perf support, the per-user quota of pages that perf
+//! maps, one per thread here), the thread reads the system call, and the
+//! process remembers it so that no other thread tries again. The mapping
+//! holds the event; its descriptor is closed at once, and the page is
+//! unmapped when the thread exits. A forked child drops the page it inherited
+//! (its parent thread's) and opens its own.
+//!
+//! The event costs each context switch of its thread kernel time (the `clocks`
+//! benchmark's round trip between two threads: 57 against 48 µs here), so a
+//! thread that is switched out more often than every fourth reading gives its
+//! event back and reads the system call from then on. A thread that holds its
+//! event and stops reading keeps paying for it until it exits.
 
 use std::cell::RefCell;
 use std::sync::atomic::{compiler_fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Once;
 
 /// The longest an anchor is extrapolated from, in nanoseconds of wall time.
-pub(super) const WINDOW_NS: u64 = 1_000_000;
+const WINDOW_NS: u64 = 1_000_000;
 
 /// A thread keeps its event while it reads at least this many times per
 /// switch on average, judged every [`JUDGED_SWITCHES`] switches: a switch
