@@ -32,6 +32,10 @@
 //! most what one window overcounted, and after the next anchor the readings
 //! stay put until the thread's CPU time catches up.
 //!
+//! A thread opens its event only after [`WARM_READS`] system-call readings,
+//! so that a short command, or a thread that reads a few times, pays neither
+//! the opening (30-60 µs) nor the event's cost at its switches.
+//!
 //! Where the event cannot be opened or mapped (`perf_event_paranoid` 3, a
 //! seccomp filter, no perf support, the per-user quota of pages that perf
 //! maps, one per thread here), the thread reads the system call, and the
@@ -59,6 +63,12 @@ const WINDOW_NS: u64 = 1_000_000;
 /// each extrapolated reading saves about one.
 const READS_PER_SWITCH: u32 = 4;
 const JUDGED_SWITCHES: u32 = 256;
+
+/// System-call readings a thread makes before it opens its event: opening
+/// costs 30-60 µs, and the event then taxes every switch of the thread, which
+/// only a thread that reads often wins back. A short command's threads (a
+/// few dozen spans) never open one.
+const WARM_READS: u32 = 64;
 
 /// Windows after which the extrapolation is stopped for the process: each is
 /// one where the thread used under half of the window's wall time while its
@@ -100,6 +110,8 @@ struct State {
     last: u64,
     reads: u32,
     switches: u32,
+    /// System-call readings made before the event was tried ([`WARM_READS`]).
+    warming: u32,
 }
 
 thread_local! {
@@ -115,6 +127,7 @@ thread_local! {
             last: 0,
             reads: 0,
             switches: 0,
+            warming: 0,
         })
     };
     static UNMAP: Unmap = const { Unmap };
@@ -191,7 +204,9 @@ impl State {
     }
 
     fn read_without_page(&mut self) -> Option<u64> {
-        if !self.tried
+        if self.warming < WARM_READS {
+            self.warming += 1;
+        } else if !self.tried
             && PROCESS.load(Ordering::Relaxed) != FAILED
             && MISSED.load(Ordering::Relaxed) < STRIKES
         {
@@ -364,10 +379,32 @@ mod tests {
         STATE.with(|s| s.borrow().page != 0)
     }
 
+    /// The system-call readings a thread makes before it opens its event.
+    fn warm() {
+        for _ in 0..WARM_READS {
+            std::hint::black_box(read());
+        }
+    }
+
+    #[test]
+    fn a_thread_that_reads_a_few_times_only_never_opens_an_event() {
+        let (few, many) = std::thread::spawn(|| {
+            warm();
+            let few = has_page();
+            read();
+            (few, has_page())
+        })
+        .join()
+        .unwrap();
+        assert!(!few, "the event was opened before {WARM_READS} readings");
+        assert!(many || PROCESS.load(Ordering::Relaxed) == FAILED, "no event after {WARM_READS} readings");
+    }
+
     /// The two clocks' advance over `work`, on a thread of its own (a fresh
     /// state, whatever other tests did to theirs).
     fn both_over(work: impl FnOnce() + Send + 'static) -> (u64, u64, bool) {
         std::thread::spawn(move || {
+            warm();
             let (fast, kernel) = (read().unwrap(), syscall_ns().unwrap());
             let opened = has_page();
             work();
@@ -404,6 +441,7 @@ mod tests {
     #[test]
     fn short_sleeps_inside_a_window_are_seen_as_switches_and_not_counted_as_cpu() {
         std::thread::spawn(|| {
+            warm();
             let (mut fast, mut kernel) = (0, 0);
             for _ in 0..200 {
                 let (f, k) = (read().unwrap(), syscall_ns().unwrap());
@@ -470,6 +508,7 @@ mod tests {
     #[test]
     fn a_thread_switched_out_more_often_than_it_reads_gives_its_event_back() {
         let kept = std::thread::spawn(|| {
+            warm();
             read();
             let opened = has_page();
             for _ in 0..JUDGED_SWITCHES + 8 {
@@ -484,6 +523,7 @@ mod tests {
         assert!(!kept.1, "a thread that reads once per sleep kept its event");
         // And one that reads often between switches keeps it.
         let busy = std::thread::spawn(|| {
+            warm();
             for _ in 0..JUDGED_SWITCHES + 8 {
                 std::thread::sleep(Duration::from_micros(20));
                 for _ in 0..2 * READS_PER_SWITCH {
@@ -549,8 +589,12 @@ mod tests {
         assert_eq!(PROCESS.load(Ordering::Relaxed), FAILED, "the process did not remember the refusal");
         assert_close(fast, kernel, "the system call's readings");
         // A later thread does not try again.
-        let tried =
-            std::thread::spawn(|| (read().is_some(), STATE.with(|s| s.borrow().tried))).join().unwrap();
+        let tried = std::thread::spawn(|| {
+            warm();
+            (read().is_some(), STATE.with(|s| s.borrow().tried))
+        })
+        .join()
+        .unwrap();
         assert_eq!(tried, (true, false), "(read, tried to open) on a later thread");
         println!("{REFUSED}: checked");
     }
