@@ -20,7 +20,8 @@ pub(crate) struct Interner {
     recent: Recent,
 }
 
-const RECENT: usize = 64;
+const RECENT_BITS: u32 = 6;
+const RECENT: usize = 1 << RECENT_BITS;
 
 #[derive(Debug)]
 struct Recent([(usize, u64); RECENT]);
@@ -76,7 +77,10 @@ impl Interner {
     #[inline]
     pub(crate) fn intern(&mut self, s: &str) -> (u64, bool) {
         let addr = s.as_ptr() as usize;
-        let slot = ((addr >> 3) ^ (addr >> 10)) % RECENT;
+        // Multiplied so that strings a few bytes apart (the field names of
+        // one call site sit next to each other) land in different slots.
+        let slot =
+            (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15_u64 as usize) >> (usize::BITS - RECENT_BITS)) % RECENT;
         let (seen, iid) = self.recent.0[slot];
         if seen == addr && iid != 0 && self.names.get(iid as usize - 1).is_some_and(|n| **n == *s) {
             return (iid, false);
