@@ -190,6 +190,22 @@ impl<'b> Region<'b> {
         self.pos <= self.buf.len()
     }
 
+    /// Writes the first `len` bytes of `bytes` (all of them where there is
+    /// room: one store of a fixed size; the bytes past `len` are written over
+    /// by what comes next, or cut with the room left over).
+    #[inline]
+    pub(crate) fn put_padded(&mut self, bytes: &[u8; 8], len: usize) {
+        match self.buf.get_mut(self.pos..self.pos + bytes.len()) {
+            Some(to) => to.copy_from_slice(bytes),
+            None => {
+                let end = self.pos;
+                self.extend_from_slice(&bytes[..len.min(bytes.len())]);
+                self.pos = end;
+            }
+        }
+        self.pos += len;
+    }
+
     /// Writes the key of a length-delimited field and holds one byte for its
     /// length; returns where, for [`Region::close`].
     #[inline]

@@ -10,12 +10,16 @@ use crate::intern::Interner;
 use crate::proto::{TracePacket, TracePacketDefaults, TrackDescriptor, TrackEventDefaults};
 use trace_core::Value;
 
-use crate::track_event::{put_bare_event, put_plain_event, put_track_event, EventSpec, Resolved, ELLIPSIS};
+use crate::track_event::{
+    put_bare_event, put_plain_event, put_track_event, EventSpec, Resolved, SequenceField, ELLIPSIS,
+};
 
 /// One packet sequence (`trusted_packet_sequence_id`) of the file.
 #[derive(Debug)]
 pub(crate) struct Sequence {
     id: u32,
+    /// The id as its packets write it.
+    field: SequenceField,
     clock: SequenceClock,
     event_names: Interner,
     categories: Interner,
@@ -51,6 +55,7 @@ impl Sequence {
         enc.write(out, &packet)?;
         Ok(Sequence {
             id,
+            field: SequenceField::new(id),
             clock,
             event_names: Interner::default(),
             categories: Interner::default(),
@@ -83,7 +88,7 @@ impl Sequence {
     ) -> io::Result<()> {
         if spec.is_bare() {
             let stamp = self.clock.stamp(spec.ts);
-            put_bare_event(&mut enc.chunk.pending, self.id, stamp, spec.kind)?;
+            put_bare_event(&mut enc.chunk.pending, &self.field, stamp, spec.kind)?;
             return enc.appended(out);
         }
         let name = spec.name.map(|s| (self.event_names.intern(s), s));
@@ -108,9 +113,16 @@ impl Sequence {
         let resolved = Resolved { name, category, annotations: &enc.annotations, new_strings, text };
         match (name, category) {
             (Some(((name, _), _)), Some(((category, _), _))) if spec.is_plain() && !new_strings => {
-                put_plain_event(&mut enc.chunk.pending, self.id, stamp, spec, (name, category), &resolved)?
+                put_plain_event(
+                    &mut enc.chunk.pending,
+                    &self.field,
+                    stamp,
+                    spec,
+                    (name, category),
+                    &resolved,
+                )?
             }
-            _ => put_track_event(&mut enc.chunk.pending, self.id, stamp, spec, &resolved)?,
+            _ => put_track_event(&mut enc.chunk.pending, &self.field, stamp, spec, &resolved)?,
         }
         enc.appended(out)
     }

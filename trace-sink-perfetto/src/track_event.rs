@@ -76,6 +76,29 @@ impl EventSpec<'_> {
     }
 }
 
+/// A packet's `trusted_packet_sequence_id` field, its key and varint,
+/// encoded once per sequence: every packet carries it, and the id takes
+/// four bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SequenceField {
+    /// The field's bytes, then padding.
+    bytes: [u8; 8],
+    /// How many of `bytes` are the field's.
+    len: usize,
+}
+
+impl SequenceField {
+    pub(crate) fn new(id: u32) -> Self {
+        let mut field = Vec::with_capacity(8);
+        put_varint(&mut field, keys::PACKET_SEQUENCE_ID);
+        put_varint(&mut field, u64::from(id));
+        let mut bytes = [0; 8];
+        // A key and a varint of 32 bits: six bytes at most.
+        bytes[..field.len()].copy_from_slice(&field);
+        SequenceField { bytes, len: field.len() }
+    }
+}
+
 /// Room for the packet of a bare event: its key and length, timestamp,
 /// sequence id, track event (key, length, type), flags and clock, each at
 /// its longest.
@@ -113,11 +136,11 @@ impl EventSpec<'_> {
 #[inline]
 pub(crate) fn put_bare_event(
     buf: &mut Vec<u8>,
-    sequence_id: u32,
+    sequence: &SequenceField,
     stamp: (u64, Option<u32>),
     kind: i32,
 ) -> io::Result<()> {
-    put_packet(buf, BARE_ROOM, sequence_id, stamp, |r| {
+    put_packet(buf, BARE_ROOM, sequence, stamp, |r| {
         let event = r.open(keys::PACKET_TRACK_EVENT);
         put_field(r, keys::EVENT_TYPE, kind as u64);
         r.close(event);
@@ -132,14 +155,14 @@ pub(crate) fn put_bare_event(
 fn put_packet(
     buf: &mut Vec<u8>,
     room: usize,
-    sequence_id: u32,
+    sequence: &SequenceField,
     (timestamp, clock_id): (u64, Option<u32>),
     body: impl FnOnce(&mut Region<'_>),
 ) -> io::Result<()> {
     let at = buf.len();
     buf.resize(at + room, 0);
     let mut region = Region::new(&mut buf[at..]);
-    let packet = open_packet(&mut region, timestamp, sequence_id);
+    let packet = open_packet(&mut region, timestamp, sequence);
     body(&mut region);
     close_packet(&mut region, packet, clock_id);
     let written = (region.len(), region.fits());
@@ -149,10 +172,10 @@ fn put_packet(
 /// Writes a packet's key, the byte held for its length, its timestamp and
 /// sequence id; returns where its length goes, for [`close_packet`].
 #[inline]
-fn open_packet(r: &mut Region<'_>, timestamp: u64, sequence_id: u32) -> usize {
+fn open_packet(r: &mut Region<'_>, timestamp: u64, sequence: &SequenceField) -> usize {
     let packet = r.open(u64::from(PACKET_KEY));
     put_field(r, keys::PACKET_TIMESTAMP, timestamp);
-    put_field(r, keys::PACKET_SEQUENCE_ID, u64::from(sequence_id));
+    r.put_padded(&sequence.bytes, sequence.len);
     packet
 }
 
@@ -225,7 +248,7 @@ impl Resolved<'_> {
 /// `SequenceClock::stamp`).
 pub(crate) fn put_track_event(
     buf: &mut Vec<u8>,
-    sequence_id: u32,
+    sequence: &SequenceField,
     stamp: (u64, Option<u32>),
     spec: &EventSpec<'_>,
     resolved: &Resolved<'_>,
@@ -237,7 +260,7 @@ pub(crate) fn put_track_event(
     let kind = spec.kind as u64;
 
     // Fields in field-number order at each level.
-    put_packet(buf, resolved.room(spec), sequence_id, stamp, |r| {
+    put_packet(buf, resolved.room(spec), sequence, stamp, |r| {
         let event = r.open(keys::PACKET_TRACK_EVENT);
         if let Some(((iid, _), _)) = category {
             put_field(r, keys::EVENT_CATEGORY_IIDS, iid);
@@ -303,13 +326,13 @@ pub(crate) fn put_track_event(
 #[inline]
 pub(crate) fn put_plain_event(
     buf: &mut Vec<u8>,
-    sequence_id: u32,
+    sequence: &SequenceField,
     stamp: (u64, Option<u32>),
     spec: &EventSpec<'_>,
     (name, category): (u64, u64),
     resolved: &Resolved<'_>,
 ) -> io::Result<()> {
-    put_packet(buf, resolved.room(spec), sequence_id, stamp, |r| {
+    put_packet(buf, resolved.room(spec), sequence, stamp, |r| {
         let event = r.open(keys::PACKET_TRACK_EVENT);
         put_field(r, keys::EVENT_CATEGORY_IIDS, category);
         put_annotations(r, spec, resolved.annotations);
@@ -364,9 +387,15 @@ fn put_interned_name(r: &mut Region<'_>, key: u64, iid: u64, name: &str) {
 /// length of a length-delimited one.
 #[inline]
 fn put_field(buf: &mut Region<'_>, key: u64, value: u64) {
-    // Most fields are a one-byte key and a one-byte value: two bytes in one store.
+    // Most fields are a one-byte key and a value of one or two bytes
+    // (iids, small numbers, the time since the sequence's last event): the
+    // field in one store.
     if key < 0x80 && value < 0x80 {
         buf.extend_from_slice(&[key as u8, value as u8]);
+        return;
+    }
+    if key < 0x80 && value < 0x4000 {
+        buf.extend_from_slice(&[key as u8, value as u8 | 0x80, (value >> 7) as u8]);
         return;
     }
     put_varint(buf, key);
