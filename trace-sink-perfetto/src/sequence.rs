@@ -78,6 +78,20 @@ impl Sequence {
         enc.write(out, &packet)
     }
 
+    /// Writes a bare track event ([`EventSpec::is_bare`]) of type `kind` at `ts`.
+    #[inline]
+    pub(crate) fn bare_event(
+        &mut self,
+        enc: &mut Encoder,
+        out: &mut dyn Write,
+        ts: u64,
+        kind: i32,
+    ) -> io::Result<()> {
+        let stamp = self.clock.stamp(ts);
+        put_bare_event(&mut enc.chunk.pending, &self.field, stamp, kind)?;
+        enc.appended(out)
+    }
+
     /// Writes one track event, encoded by hand straight into the chunk
     /// (`track_event.rs`), with the strings it uses interned on this sequence.
     pub(crate) fn event(
@@ -87,9 +101,7 @@ impl Sequence {
         spec: &EventSpec<'_>,
     ) -> io::Result<()> {
         if spec.is_bare() {
-            let stamp = self.clock.stamp(spec.ts);
-            put_bare_event(&mut enc.chunk.pending, &self.field, stamp, spec.kind)?;
-            return enc.appended(out);
+            return self.bare_event(enc, out, spec.ts, spec.kind);
         }
         let name = spec.name.map(|s| (self.event_names.intern(s), s));
         let category = spec.category.map(|s| (self.categories.intern(s), s));

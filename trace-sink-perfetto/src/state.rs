@@ -254,14 +254,33 @@ impl State {
         }
     }
 
+    /// Where `thread`'s sequence is in `threads`, started first if the
+    /// thread has none.
+    #[inline]
+    fn thread_sequence(&mut self, thread: Tid, out: &mut dyn Write) -> io::Result<Option<usize>> {
+        // No lookup for a thread seen just before: most events.
+        if let Some(index) = self.sequence_index(thread) {
+            return Ok(Some(index));
+        }
+        self.thread(thread, None, out)?;
+        Ok(self.sequence_index(thread))
+    }
+
     /// Writes a track event on `thread`'s sequence.
     fn thread_event(&mut self, thread: Tid, spec: &EventSpec<'_>, out: &mut dyn Write) -> io::Result<()> {
-        // No lookup for a thread seen just before: most events.
-        if self.sequence_index(thread).is_none() {
-            self.thread(thread, None, out)?;
-        }
-        match self.sequence_index(thread).and_then(|i| self.threads.get_mut(i)) {
+        let index = self.thread_sequence(thread, out)?;
+        match index.and_then(|i| self.threads.get_mut(i)) {
             Some(sequence) => sequence.event(&mut self.enc, out, spec),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes a bare track event ([`EventSpec::is_bare`]) of type `kind` at
+    /// `ts` on `thread`'s sequence: most slices' ends.
+    fn thread_bare_event(&mut self, thread: Tid, ts: u64, kind: i32, out: &mut dyn Write) -> io::Result<()> {
+        let index = self.thread_sequence(thread, out)?;
+        match index.and_then(|i| self.threads.get_mut(i)) {
+            Some(sequence) => sequence.bare_event(&mut self.enc, out, ts, kind),
             None => Ok(()),
         }
     }
@@ -518,6 +537,9 @@ impl State {
         out: &mut dyn Write,
     ) -> io::Result<()> {
         self.unclosed += u64::from(unclosed);
+        if recorded.is_empty() && !unclosed && cpu.is_none() {
+            return self.thread_bare_event(thread, ts, TYPE_SLICE_END, out);
+        }
         let spec = EventSpec {
             ts,
             kind: TYPE_SLICE_END,
