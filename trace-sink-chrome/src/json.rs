@@ -115,22 +115,8 @@ fn digit_count(n: u64) -> usize {
 /// Writes the digits of `n` to the end of `out`, which is exactly as long as
 /// [`digit_count`] says.
 #[inline]
-fn digits_into(out: &mut [u8], n: u64) {
+fn digits_into(out: &mut [u8], mut n: u64) {
     let mut i = out.len();
-    // Eight digits at a time while the number is large (a time in
-    // microseconds since boot has ten or more), in 32-bit arithmetic, which
-    // costs less than dividing the whole by 100 again and again.
-    let mut n = n;
-    while n >= 100_000_000 {
-        let low = (n % 100_000_000) as u32;
-        n /= 100_000_000;
-        i -= 8;
-        let (high, low) = (low / 10_000, low % 10_000);
-        for (at, pair) in [(0, high / 100), (2, high % 100), (4, low / 100), (6, low % 100)] {
-            out[i + at..i + at + 2].copy_from_slice(&PAIRS[pair as usize]);
-        }
-    }
-    let mut n = n as u32;
     while n >= 100 {
         i -= 2;
         out[i..i + 2].copy_from_slice(&PAIRS[(n % 100) as usize]);
