@@ -3,13 +3,13 @@
 
 use std::io::{self, Write};
 
+use trace_core::Value;
+
 use crate::chunk::Encoder;
 use crate::clock::{SequenceClock, Timestamps};
 use crate::format::SEQ_INCREMENTAL_STATE_CLEARED;
 use crate::intern::Interner;
 use crate::proto::{TracePacket, TracePacketDefaults, TrackDescriptor, TrackEventDefaults};
-use trace_core::Value;
-
 use crate::track_event::{
     put_bare_event, put_plain_event, put_track_event, EventSpec, Resolved, SequenceField, ELLIPSIS,
 };

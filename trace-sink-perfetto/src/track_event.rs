@@ -77,8 +77,8 @@ impl EventSpec<'_> {
 }
 
 /// A packet's `trusted_packet_sequence_id` field, its key and varint,
-/// encoded once per sequence: every packet carries it, and the id takes
-/// four bytes.
+/// encoded once per sequence: every packet carries it, and the id (drawn
+/// below 2^28) takes four bytes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SequenceField {
     /// The field's bytes, then padding.
@@ -88,6 +88,7 @@ pub(crate) struct SequenceField {
 }
 
 impl SequenceField {
+    /// The field for sequence `id`.
     pub(crate) fn new(id: u32) -> Self {
         let mut field = Vec::with_capacity(8);
         put_varint(&mut field, keys::PACKET_SEQUENCE_ID);
