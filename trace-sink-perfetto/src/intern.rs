@@ -74,7 +74,7 @@ impl Hasher for FastHasher {
 impl Interner {
     /// The iid of `s`, and whether this is its first use (its packet then
     /// gives the string with the iid).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn intern(&mut self, s: &str) -> (u64, bool) {
         let addr = s.as_ptr() as usize;
         // Multiplied so that strings a few bytes apart (the field names of
@@ -85,6 +85,13 @@ impl Interner {
         if seen == addr && iid != 0 && self.names.get(iid as usize - 1).is_some_and(|n| **n == *s) {
             return (iid, false);
         }
+        self.intern_by_text(s, slot)
+    }
+
+    /// [`Interner::intern`] for a string the table by address does not
+    /// answer: found by its text, or interned now.
+    #[inline(never)]
+    fn intern_by_text(&mut self, s: &str, slot: usize) -> (u64, bool) {
         let found = match self.iids.get(s) {
             Some(&iid) => (iid, false),
             None => {
@@ -94,7 +101,7 @@ impl Interner {
                 (iid, true)
             }
         };
-        self.recent.0[slot] = (addr, found.0);
+        self.recent.0[slot] = (s.as_ptr() as usize, found.0);
         found
     }
 }
