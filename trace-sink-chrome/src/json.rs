@@ -11,6 +11,8 @@ use std::io::{self, Write};
 
 use trace_core::{Field, Value};
 
+use crate::rendered::Rendered;
+
 /// Output is handed to the writer once this much has built up (and at the
 /// finish): larger than the capture's file buffer, so it goes straight through.
 pub(crate) const WRITE_AT: usize = 32 * 1024;
@@ -130,6 +132,10 @@ fn digits_into(out: &mut [u8], mut n: u64) {
 /// Appends `n` in decimal.
 #[inline]
 pub(crate) fn uint(buf: &mut Vec<u8>, n: u64) {
+    if n < 10 {
+        buf.push(b'0' + n as u8);
+        return;
+    }
     let at = buf.len();
     let len = digit_count(n);
     // A fixed-size extension (no call to copy a variable length), trimmed after.
@@ -202,27 +208,39 @@ impl<'b> Args<'b> {
         Args { buf, open: false }
     }
 
-    /// Appends the key of the next entry and its colon, and returns the
-    /// buffer for its value.
+    /// Appends the separator before the next entry.
     #[inline]
-    pub(crate) fn key(&mut self, key: &str) -> &mut Vec<u8> {
+    fn next(&mut self) {
         if self.open {
             self.buf.push(b',');
         } else {
             self.open = true;
             self.buf.extend_from_slice(br#","args":{"#);
         }
+    }
+
+    /// Appends the key of the next entry and its colon, and returns the
+    /// buffer for its value.
+    #[inline]
+    pub(crate) fn key(&mut self, key: &str) -> &mut Vec<u8> {
+        self.next();
         string(self.buf, key);
         self.buf.push(b':');
         self.buf
     }
 
-    /// Appends each field as an entry.
+    /// Appends each field as an entry, its key (`"name":`) taken from
+    /// `keys`, where it is rendered once per name.
     #[inline]
-    pub(crate) fn fields(&mut self, fields: &[Field<'_>]) {
+    pub(crate) fn fields(&mut self, fields: &[Field<'_>], keys: &mut Rendered) {
         for f in fields {
-            let buf = self.key(f.name);
-            value(buf, &f.value);
+            self.next();
+            let key = keys.get([f.name, ""], 0, |b, [name, _]| {
+                string(b, name);
+                b.push(b':');
+            });
+            self.buf.extend_from_slice(key);
+            value(self.buf, &f.value);
         }
     }
 
@@ -233,6 +251,24 @@ impl<'b> Args<'b> {
             self.buf.push(b'}');
         }
     }
+}
+
+/// Appends the name (followed inside its quotes by `name_tail`), category
+/// and phase of a timed event: `"name":…,"cat":…,"ph":…`.
+#[inline]
+pub(crate) fn head(b: &mut Vec<u8>, (name, name_tail): (&str, &[u8]), cat: Option<&str>, ph: &[u8]) {
+    b.extend_from_slice(br#""name":"#);
+    if name_tail.is_empty() {
+        string(b, name);
+    } else {
+        string_then(b, name, name_tail);
+    }
+    if let Some(cat) = cat {
+        b.extend_from_slice(br#","cat":"#);
+        string(b, cat);
+    }
+    b.extend_from_slice(br#","ph":"#);
+    b.extend_from_slice(ph);
 }
 
 /// Appends `,"pid":P,"tid":T`.
@@ -256,6 +292,10 @@ pub(crate) struct Events {
     /// `,"pid":P,"tid":T,"ts":`.
     last_ids: Option<(u64, u64)>,
     ids: Vec<u8>,
+    /// The whole seconds of the last event's time, and their digits: a run
+    /// of events shares them, so only the rest is encoded per event.
+    seconds: Option<u64>,
+    seconds_digits: Vec<u8>,
 }
 
 impl Events {
@@ -314,23 +354,26 @@ impl Events {
         (name, name_tail): (&str, &[u8]),
         cat: Option<&str>,
         ph: &[u8],
-        (pid, tid): (u64, u64),
+        ids: (u64, u64),
         ts: u64,
     ) -> &mut Vec<u8> {
         self.open();
-        let b = &mut self.buf;
-        b.extend_from_slice(br#""name":"#);
-        if name_tail.is_empty() {
-            string(b, name);
-        } else {
-            string_then(b, name, name_tail);
-        }
-        if let Some(cat) = cat {
-            b.extend_from_slice(br#","cat":"#);
-            string(b, cat);
-        }
-        b.extend_from_slice(br#","ph":"#);
-        b.extend_from_slice(ph);
+        head(&mut self.buf, (name, name_tail), cat, ph);
+        self.ids_and_ts(ids, ts)
+    }
+
+    /// [`Events::timed`] with its name, category and phase rendered
+    /// beforehand (by [`head`]).
+    #[inline]
+    pub(crate) fn timed_rendered(&mut self, head: &[u8], ids: (u64, u64), ts: u64) -> &mut Vec<u8> {
+        self.open();
+        self.buf.extend_from_slice(head);
+        self.ids_and_ts(ids, ts)
+    }
+
+    /// Appends `,"pid":P,"tid":T,"ts":` and the time.
+    #[inline]
+    fn ids_and_ts(&mut self, (pid, tid): (u64, u64), ts: u64) -> &mut Vec<u8> {
         // Events come in runs on one thread: its ids are encoded once a run.
         if self.last_ids != Some((pid, tid)) {
             self.last_ids = Some((pid, tid));
@@ -338,9 +381,35 @@ impl Events {
             ids(&mut self.ids, pid, tid);
             self.ids.extend_from_slice(br#","ts":"#);
         }
-        b.extend_from_slice(&self.ids);
-        micros(b, ts);
-        b
+        self.buf.extend_from_slice(&self.ids);
+        self.ts(ts);
+        &mut self.buf
+    }
+
+    /// Appends a time, as [`micros`] writes it: the digits of its whole
+    /// seconds (kept from the event before when they are the same), then
+    /// the six digits of its microseconds, the point and the three of its
+    /// nanoseconds.
+    #[inline]
+    fn ts(&mut self, ns: u64) {
+        let (seconds, rest) = (ns / 1_000_000_000, (ns % 1_000_000_000) as u32);
+        if seconds == 0 {
+            return micros(&mut self.buf, ns);
+        }
+        if self.seconds != Some(seconds) {
+            self.seconds = Some(seconds);
+            self.seconds_digits.clear();
+            uint(&mut self.seconds_digits, seconds);
+        }
+        self.buf.extend_from_slice(&self.seconds_digits);
+        let (us, frac) = (rest / 1000, rest % 1000);
+        let mut digits = [b'.'; 10];
+        digits[0..2].copy_from_slice(&PAIRS[(us / 10_000) as usize]);
+        digits[2..4].copy_from_slice(&PAIRS[(us / 100 % 100) as usize]);
+        digits[4..6].copy_from_slice(&PAIRS[(us % 100) as usize]);
+        digits[7] = b'0' + (frac / 100) as u8;
+        digits[8..10].copy_from_slice(&PAIRS[(frac % 100) as usize]);
+        self.buf.extend_from_slice(&digits);
     }
 
     /// Ends the event begun by [`Events::timed`].
@@ -396,6 +465,22 @@ mod tests {
         let mut v = Vec::new();
         micros(&mut v, u64::MAX);
         assert_eq!(String::from_utf8(v).unwrap(), "18446744073709551.615");
+    }
+
+    #[test]
+    fn a_time_whose_seconds_are_kept_from_the_event_before_is_written_as_micros_writes_it() {
+        let mut events = Events::default();
+        let mut times = vec![0, 999, 1_000_000_000, 1_000_000_001, 1_999_999_999, u64::MAX];
+        // A run within one second, then across a few, then a step back.
+        times.extend((0..40).map(|i| 17_000_000_000_123 + i * 123_456_789));
+        times.push(17_000_000_000_000);
+        for ns in times {
+            events.buf.clear();
+            events.ts(ns);
+            let mut expected = Vec::new();
+            micros(&mut expected, ns);
+            assert_eq!(String::from_utf8_lossy(&events.buf), String::from_utf8_lossy(&expected), "{ns}");
+        }
     }
 
     #[test]

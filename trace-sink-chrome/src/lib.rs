@@ -53,7 +53,10 @@
 //!   were left unclosed, a global instant `trace spans unclosed (N)`.
 //!
 //! Events are encoded into one buffer and handed to the file in pieces of
-//! about 32 KiB, so the sink never holds the whole trace in memory. Since a
+//! about 32 KiB, so the sink never holds the whole trace in memory. What
+//! repeats from event to event is encoded once and reused while its text
+//! stays the same: a call site's `"name"`, `"cat"` and `"ph"`, each field
+//! name's key, a time's whole seconds. Since a
 //! span is written at its end, a parent comes after its children in the
 //! file; viewers order events by time. Timestamps are microseconds of
 //! `CLOCK_MONOTONIC` with nanosecond digits; `pid` is the real process id and
@@ -96,12 +99,14 @@
 
 mod json;
 mod pieces;
+mod rendered;
 
 use std::io::{self, Write};
 
 use trace_core::{Event, Field, Finish, LaneSlice, Sink, Site, Start, Value};
 
-use crate::json::{micros, string_then, uint, Args, Events};
+use crate::json::{head, micros, string_then, uint, Args, Events};
+use crate::rendered::Rendered;
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "chrome";
@@ -170,6 +175,10 @@ pub struct ChromeSink {
     out: Events,
     /// The `:line` after a location's file, reused.
     line: Vec<u8>,
+    /// Spans' `"name":…,"cat":…,"ph":…`, by call site.
+    heads: Rendered,
+    /// Fields' `"key":`, by name.
+    keys: Rendered,
 }
 
 impl ChromeSink {
@@ -220,7 +229,7 @@ impl ChromeSink {
         let pid = self.pid();
         let b = self.out.timed(name, Some(site.target), br#""i","s":"t""#, (pid, thread), ts);
         let mut args = Args::new(b);
-        args.fields(fields);
+        args.fields(fields, &mut self.keys);
         // A field of the same name, set by the tool, is not shadowed.
         if field(fields, "level").is_none() {
             json::string(args.key("level"), site.level.as_str());
@@ -327,8 +336,12 @@ impl Sink for ChromeSink {
                 self.out.metadata("thread_name", (pid, thread), "name", Some(name), 0);
             }
             Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, cpu, .. } => {
-                let ph: &[u8] = if unclosed { br#""B""# } else { br#""X""# };
-                let b = self.out.timed((site.name, b""), Some(site.target), ph, (pid, thread), begin_ts);
+                let rendered =
+                    self.heads.get([site.name, site.target], u8::from(unclosed), |b, [name, cat]| {
+                        let ph: &[u8] = if unclosed { br#""B""# } else { br#""X""# };
+                        head(b, (name, b""), Some(cat), ph);
+                    });
+                let b = self.out.timed_rendered(rendered, (pid, thread), begin_ts);
                 if !unclosed {
                     b.extend_from_slice(br#","dur":"#);
                     micros(b, ts.saturating_sub(begin_ts));
@@ -340,7 +353,7 @@ impl Sink for ChromeSink {
                     micros(b, cpu.ns());
                 }
                 let mut args = Args::new(b);
-                args.fields(fields);
+                args.fields(fields, &mut self.keys);
                 if unclosed {
                     args.key("unclosed").extend_from_slice(b"true");
                     self.unclosed += 1;
@@ -362,7 +375,7 @@ impl Sink for ChromeSink {
                 b.extend_from_slice(br#","dur":"#);
                 micros(b, slice.end_ns.saturating_sub(slice.begin_ns));
                 let mut args = Args::new(b);
-                args.fields(slice.fields);
+                args.fields(slice.fields, &mut self.keys);
                 args.close();
                 self.out.close();
             }

@@ -261,7 +261,22 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
                     file: Some(&reused),
                     line: None,
                 };
-                sink.event(&Event::Instant { thread, ts, site, fields: &fields }, &mut out)
+                sink.event(&Event::Instant { thread, ts, site, fields: &fields }, &mut out).unwrap();
+                // A span from that site, with a field named by the buffer too:
+                // what the sink renders once per call site must follow the text.
+                let mut named = vec![Field { name: &reused, value: Value::U64(tail) }];
+                named.extend_from_slice(&fields);
+                let end = Event::SpanEnd {
+                    thread,
+                    ts,
+                    begin_ts: ts / 2,
+                    site,
+                    fields: &named,
+                    recorded: &[],
+                    unclosed: rng.below(4) == 0,
+                    cpu: None,
+                };
+                sink.event(&end, &mut out)
             }
             _ => sink.event(&Event::LaneReport(&report), &mut out),
         };

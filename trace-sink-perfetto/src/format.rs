@@ -160,9 +160,14 @@ impl Put for Vec<u8> {
     }
 }
 
-/// A region of known size, filled from its start: each byte is a store, with
-/// none of a vector's capacity checks and length updates. What would run past
-/// the end is dropped, and [`Region::filled`] then says it did not fit.
+/// A region of room made beforehand, filled from its start: each byte is a
+/// store, with none of a vector's capacity checks and length updates. What
+/// would run past the end is dropped, and [`Region::fits`] then says so.
+///
+/// A length-delimited message is written in one pass: [`Region::open`] holds
+/// one byte for its length, [`Region::close`] writes the length there once the
+/// body is written (moving the body on in the rare case that the length takes
+/// more than one byte), so no length is worked out before its body.
 pub(crate) struct Region<'b> {
     buf: &'b mut [u8],
     pos: usize,
@@ -173,9 +178,73 @@ impl<'b> Region<'b> {
         Region { buf, pos: 0 }
     }
 
-    /// True when exactly the whole region was written.
-    pub(crate) fn filled(&self) -> bool {
-        self.pos == self.buf.len()
+    /// The bytes written so far.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.pos
+    }
+
+    /// True when everything written fitted in the region.
+    #[inline]
+    pub(crate) fn fits(&self) -> bool {
+        self.pos <= self.buf.len()
+    }
+
+    /// Writes the first `len` bytes of `bytes` (all of them where there is
+    /// room: one store of a fixed size; the bytes past `len` are written over
+    /// by what comes next, or cut with the room left over).
+    #[inline]
+    pub(crate) fn put_padded(&mut self, bytes: &[u8; 8], len: usize) {
+        match self.buf.get_mut(self.pos..self.pos + bytes.len()) {
+            Some(to) => to.copy_from_slice(bytes),
+            None => {
+                let end = self.pos;
+                self.extend_from_slice(&bytes[..len.min(bytes.len())]);
+                self.pos = end;
+            }
+        }
+        self.pos += len;
+    }
+
+    /// Writes the key of a length-delimited field and holds one byte for its
+    /// length; returns where, for [`Region::close`].
+    #[inline]
+    pub(crate) fn open(&mut self, key: u64) -> usize {
+        put_varint(self, key);
+        let at = self.pos;
+        self.push(0);
+        at
+    }
+
+    /// Writes the length of the field opened at `at`, whose body is
+    /// everything written since.
+    #[inline]
+    pub(crate) fn close(&mut self, at: usize) {
+        let len = self.pos - at - 1;
+        if len < 0x80 {
+            if let Some(slot) = self.buf.get_mut(at) {
+                *slot = len as u8;
+            }
+        } else {
+            self.close_long(at, len);
+        }
+    }
+
+    /// [`Region::close`] for a body of 128 bytes or more: the body moves on
+    /// to make room for the longer length.
+    #[cold]
+    fn close_long(&mut self, at: usize, len: usize) {
+        let extra = varint_len(len as u64) - 1;
+        let end = self.pos;
+        if end + extra > self.buf.len() {
+            // No room: leave the region marked as overfull.
+            self.pos = end + extra;
+            return;
+        }
+        self.buf.copy_within(at + 1..end, at + 1 + extra);
+        self.pos = at;
+        put_varint(self, len as u64);
+        self.pos = end + extra;
     }
 }
 

@@ -20,7 +20,8 @@ pub(crate) struct Interner {
     recent: Recent,
 }
 
-const RECENT: usize = 64;
+const RECENT_BITS: u32 = 6;
+const RECENT: usize = 1 << RECENT_BITS;
 
 #[derive(Debug)]
 struct Recent([(usize, u64); RECENT]);
@@ -73,14 +74,24 @@ impl Hasher for FastHasher {
 impl Interner {
     /// The iid of `s`, and whether this is its first use (its packet then
     /// gives the string with the iid).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn intern(&mut self, s: &str) -> (u64, bool) {
         let addr = s.as_ptr() as usize;
-        let slot = ((addr >> 3) ^ (addr >> 10)) % RECENT;
+        // Multiplied so that strings a few bytes apart (the field names of
+        // one call site sit next to each other) land in different slots.
+        let slot =
+            (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15_u64 as usize) >> (usize::BITS - RECENT_BITS)) % RECENT;
         let (seen, iid) = self.recent.0[slot];
         if seen == addr && iid != 0 && self.names.get(iid as usize - 1).is_some_and(|n| **n == *s) {
             return (iid, false);
         }
+        self.intern_by_text(s, slot)
+    }
+
+    /// [`Interner::intern`] for a string the table by address does not
+    /// answer: found by its text, or interned now.
+    #[inline(never)]
+    fn intern_by_text(&mut self, s: &str, slot: usize) -> (u64, bool) {
         let found = match self.iids.get(s) {
             Some(&iid) => (iid, false),
             None => {
@@ -90,7 +101,7 @@ impl Interner {
                 (iid, true)
             }
         };
-        self.recent.0[slot] = (addr, found.0);
+        self.recent.0[slot] = (s.as_ptr() as usize, found.0);
         found
     }
 }

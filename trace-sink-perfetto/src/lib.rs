@@ -56,10 +56,11 @@
 //!   sequence's clock: a span with no fields takes about 35 bytes of packets,
 //!   begin and end.
 //! - A track event's packet is encoded by hand, straight into the chunk it
-//!   joins: its length and those of the messages inside it are computed
-//!   first, so nothing is built, sized or copied per event, and nothing is
-//!   allocated once the buffers are warm (a string interned for the first
-//!   time aside). The bytes are those prost would write for the same message,
+//!   joins, in one pass: each message's length goes into a byte held for it
+//!   once its body is written (the body moves on in the rare case that the
+//!   length takes more), so nothing is built, sized or copied per event, and
+//!   nothing is allocated once the buffers are warm (a string interned for
+//!   the first time aside). The bytes are those prost would write for the same message,
 //!   which a randomised test checks against prost itself. The few other
 //!   packets (a sequence's first one, track descriptors) are prost messages.
 //! - Packets go to the file in chunks of up to 64 KiB, as they are. A sink

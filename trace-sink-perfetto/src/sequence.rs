@@ -3,17 +3,23 @@
 
 use std::io::{self, Write};
 
+use trace_core::Value;
+
 use crate::chunk::Encoder;
 use crate::clock::{SequenceClock, Timestamps};
 use crate::format::SEQ_INCREMENTAL_STATE_CLEARED;
 use crate::intern::Interner;
 use crate::proto::{TracePacket, TracePacketDefaults, TrackDescriptor, TrackEventDefaults};
-use crate::track_event::{put_bare_event, put_track_event, EventSpec};
+use crate::track_event::{
+    put_bare_event, put_plain_event, put_track_event, EventSpec, Resolved, SequenceField, ELLIPSIS,
+};
 
 /// One packet sequence (`trusted_packet_sequence_id`) of the file.
 #[derive(Debug)]
 pub(crate) struct Sequence {
     id: u32,
+    /// The id as its packets write it.
+    field: SequenceField,
     clock: SequenceClock,
     event_names: Interner,
     categories: Interner,
@@ -49,6 +55,7 @@ impl Sequence {
         enc.write(out, &packet)?;
         Ok(Sequence {
             id,
+            field: SequenceField::new(id),
             clock,
             event_names: Interner::default(),
             categories: Interner::default(),
@@ -71,6 +78,20 @@ impl Sequence {
         enc.write(out, &packet)
     }
 
+    /// Writes a bare track event ([`EventSpec::is_bare`]) of type `kind` at `ts`.
+    #[inline]
+    pub(crate) fn bare_event(
+        &mut self,
+        enc: &mut Encoder,
+        out: &mut dyn Write,
+        ts: u64,
+        kind: i32,
+    ) -> io::Result<()> {
+        let stamp = self.clock.stamp(ts);
+        put_bare_event(&mut enc.chunk.pending, &self.field, stamp, kind)?;
+        enc.appended(out)
+    }
+
     /// Writes one track event, encoded by hand straight into the chunk
     /// (`track_event.rs`), with the strings it uses interned on this sequence.
     pub(crate) fn event(
@@ -80,18 +101,41 @@ impl Sequence {
         spec: &EventSpec<'_>,
     ) -> io::Result<()> {
         if spec.is_bare() {
-            let stamp = self.clock.stamp(spec.ts);
-            put_bare_event(&mut enc.chunk.pending, self.id, stamp, spec.kind);
-            return enc.appended(out);
+            return self.bare_event(enc, out, spec.ts, spec.kind);
         }
         let name = spec.name.map(|s| (self.event_names.intern(s), s));
         let category = spec.category.map(|s| (self.categories.intern(s), s));
+        let mut new_strings =
+            matches!(name, Some(((_, true), _))) || matches!(category, Some(((_, true), _)));
+        let mut text = spec.name.map_or(0, str::len) + spec.category.map_or(0, str::len);
+        if let Some((s, _)) = spec.full_name {
+            text += s.len() + ELLIPSIS.len();
+        }
         enc.annotations.clear();
         for field in spec.fields.iter().chain(spec.extra) {
-            enc.annotations.push(self.annotation_names.intern(field.name));
+            let (iid, new) = self.annotation_names.intern(field.name);
+            enc.annotations.push((iid, new));
+            new_strings |= new;
+            text += field.name.len();
+            if let Value::Str(s) = field.value {
+                text += s.len();
+            }
         }
         let stamp = self.clock.stamp(spec.ts);
-        put_track_event(&mut enc.chunk.pending, self.id, stamp, spec, (name, category), &enc.annotations);
+        let resolved = Resolved { name, category, annotations: &enc.annotations, new_strings, text };
+        match (name, category) {
+            (Some(((name, _), _)), Some(((category, _), _))) if spec.is_plain() && !new_strings => {
+                put_plain_event(
+                    &mut enc.chunk.pending,
+                    &self.field,
+                    stamp,
+                    spec,
+                    (name, category),
+                    &resolved,
+                )?
+            }
+            _ => put_track_event(&mut enc.chunk.pending, &self.field, stamp, spec, &resolved)?,
+        }
         enc.appended(out)
     }
 }
@@ -99,7 +143,7 @@ impl Sequence {
 #[cfg(test)]
 mod tests {
     use prost::Message;
-    use trace_core::{Field, Value};
+    use trace_core::Field;
 
     use super::*;
     use crate::format::{
@@ -232,6 +276,49 @@ mod tests {
                 hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
                 event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();
                 assert_eq!(hand_enc.chunk.pending, prost_enc.chunk.pending, "{timestamps:?} at {ts}");
+            }
+        }
+    }
+
+    #[test]
+    fn plain_events_are_byte_for_byte_what_prost_writes() {
+        let long = "x".repeat(300);
+        let fields = [
+            Field { name: "unit", value: Value::Str("a.c") },
+            Field { name: "bytes", value: Value::U64(1 << 40) },
+            Field { name: "delta", value: Value::I64(-2) },
+            Field { name: "ratio", value: Value::F64(0.25) },
+            Field { name: "fresh", value: Value::Bool(true) },
+            Field { name: "text", value: Value::Str(&long) },
+        ];
+        let extra = [Field { name: "level", value: Value::Str("INFO") }];
+        let (mut hand_enc, mut prost_enc) = (Encoder::default(), Encoder::default());
+        let (mut hand_out, mut prost_out) = (Vec::new(), Vec::new());
+        let mut hand =
+            Sequence::start(&mut hand_enc, &mut hand_out, 9, Timestamps::Incremental, None, 5).unwrap();
+        let mut oracle =
+            Sequence::start(&mut prost_enc, &mut prost_out, 9, Timestamps::Incremental, None, 5).unwrap();
+        hand_enc.chunk.pending.clear();
+        prost_enc.chunk.pending.clear();
+        // The first round gives the strings; the later ones are plain events.
+        for (round, ts) in [10, 20, 300_000, 15, 1 << 40].into_iter().enumerate() {
+            for n in [0, 1, 2, 6] {
+                let spec = EventSpec {
+                    ts,
+                    kind: TYPE_SLICE_BEGIN,
+                    name: Some("compile"),
+                    category: Some("cabin::build"),
+                    fields: &fields[..n],
+                    extra: if n == 2 { &extra } else { &[] },
+                    extra_counter: (n == 1).then_some((0xfeed_f00d_u64 << 20, 1_000_000_007)),
+                    ..EventSpec::default()
+                };
+                assert!(spec.is_plain());
+                hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
+                event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();
+                assert_eq!(hand_enc.chunk.pending, prost_enc.chunk.pending, "round {round}, {n} fields");
+                hand_enc.chunk.pending.clear();
+                prost_enc.chunk.pending.clear();
             }
         }
     }

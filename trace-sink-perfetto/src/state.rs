@@ -52,7 +52,13 @@ pub(crate) struct State {
     process_track: u64,
     /// The sequence of the process and lane tracks and of the lanes' slices.
     process: Sequence,
-    pub(crate) threads: HashMap<Tid, Sequence, FastHash>,
+    /// Each thread's sequence, in the order the threads came.
+    pub(crate) threads: Vec<Sequence>,
+    /// Where each thread's sequence is in `threads`.
+    thread_index: HashMap<Tid, usize, FastHash>,
+    /// The thread of the last event and where its sequence is: events come
+    /// in runs from one thread, which then need no lookup.
+    last_thread: Option<(Tid, usize)>,
     /// Each thread's track and the index of its sequence.
     thread_tracks: HashMap<Tid, (u64, u32), FastHash>,
     /// Each thread's CPU-time counter track, declared on its first use.
@@ -129,7 +135,9 @@ impl State {
             base_ns,
             process_track,
             process,
-            threads: HashMap::default(),
+            threads: Vec::new(),
+            thread_index: HashMap::default(),
+            last_thread: None,
             thread_tracks: HashMap::default(),
             cpu_tracks: HashMap::default(),
             sample_tracks: None,
@@ -146,7 +154,7 @@ impl State {
 
     /// Starts `thread`'s sequence and declares its track, once.
     pub(crate) fn thread(&mut self, thread: Tid, name: Option<&str>, out: &mut dyn Write) -> io::Result<()> {
-        if self.threads.contains_key(&thread) {
+        if self.thread_index.contains_key(&thread) {
             return Ok(());
         }
         let index = self.sequences;
@@ -178,7 +186,8 @@ impl State {
                 ..Default::default()
             },
         )?;
-        self.threads.insert(thread, sequence);
+        self.thread_index.insert(thread, self.threads.len());
+        self.threads.push(sequence);
         self.thread_tracks.insert(thread, (track, index));
         Ok(())
     }
@@ -197,7 +206,7 @@ impl State {
             return Err(io::Error::other("the Perfetto sink lost a thread's track"));
         };
         let uuid = self.ids.track(TrackKind::ThreadCpu, u64::from(index));
-        if let Some(sequence) = self.threads.get_mut(&thread) {
+        if let Some(sequence) = self.sequence_index(thread).and_then(|i| self.threads.get_mut(i)) {
             sequence.describe(
                 &mut self.enc,
                 out,
@@ -232,15 +241,46 @@ impl State {
         }
     }
 
-    /// Writes a track event on `thread`'s sequence.
-    fn thread_event(&mut self, thread: Tid, spec: &EventSpec<'_>, out: &mut dyn Write) -> io::Result<()> {
-        // One lookup for a thread seen before: every event but its first.
-        if let Some(sequence) = self.threads.get_mut(&thread) {
-            return sequence.event(&mut self.enc, out, spec);
+    /// Where `thread`'s sequence is in `threads`, if it has one.
+    #[inline]
+    fn sequence_index(&mut self, thread: Tid) -> Option<usize> {
+        match self.last_thread {
+            Some((last, index)) if last == thread => Some(index),
+            _ => {
+                let index = *self.thread_index.get(&thread)?;
+                self.last_thread = Some((thread, index));
+                Some(index)
+            }
+        }
+    }
+
+    /// Where `thread`'s sequence is in `threads`, started first if the
+    /// thread has none.
+    #[inline]
+    fn thread_sequence(&mut self, thread: Tid, out: &mut dyn Write) -> io::Result<Option<usize>> {
+        // No lookup for a thread seen just before: most events.
+        if let Some(index) = self.sequence_index(thread) {
+            return Ok(Some(index));
         }
         self.thread(thread, None, out)?;
-        match self.threads.get_mut(&thread) {
+        Ok(self.sequence_index(thread))
+    }
+
+    /// Writes a track event on `thread`'s sequence.
+    fn thread_event(&mut self, thread: Tid, spec: &EventSpec<'_>, out: &mut dyn Write) -> io::Result<()> {
+        let index = self.thread_sequence(thread, out)?;
+        match index.and_then(|i| self.threads.get_mut(i)) {
             Some(sequence) => sequence.event(&mut self.enc, out, spec),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes a bare track event ([`EventSpec::is_bare`]) of type `kind` at
+    /// `ts` on `thread`'s sequence: most slices' ends.
+    fn thread_bare_event(&mut self, thread: Tid, ts: u64, kind: i32, out: &mut dyn Write) -> io::Result<()> {
+        let index = self.thread_sequence(thread, out)?;
+        match index.and_then(|i| self.threads.get_mut(i)) {
+            Some(sequence) => sequence.bare_event(&mut self.enc, out, ts, kind),
             None => Ok(()),
         }
     }
@@ -497,6 +537,9 @@ impl State {
         out: &mut dyn Write,
     ) -> io::Result<()> {
         self.unclosed += u64::from(unclosed);
+        if recorded.is_empty() && !unclosed && cpu.is_none() {
+            return self.thread_bare_event(thread, ts, TYPE_SLICE_END, out);
+        }
         let spec = EventSpec {
             ts,
             kind: TYPE_SLICE_END,

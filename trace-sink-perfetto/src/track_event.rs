@@ -1,15 +1,17 @@
 //! The hand encoder of track events: one event's packet written straight
-//! into the chunk, its lengths worked out first so that nothing is built,
-//! sized or copied on the way.
+//! into the chunk in one pass, each length written once the body it measures
+//! is, so that nothing is built, sized or copied on the way.
 //!
 //! The bytes are those prost writes for the same `TracePacket` (see
 //! `proto.rs`): fields in field-number order, every set field written
 //! (proto2), `category_iids` unpacked. The tests in `sequence.rs` hold the two
 //! to that, byte for byte.
 
+use std::io;
+
 use trace_core::{Field, Value};
 
-use crate::format::{keys, put_varint, varint_len, Put, Region, PACKET_KEY, SEQ_NEEDS_INCREMENTAL_STATE};
+use crate::format::{keys, put_varint, Put, Region, PACKET_KEY, SEQ_NEEDS_INCREMENTAL_STATE};
 
 /// One track event to write; what it leaves out defaults to none.
 #[derive(Clone, Copy, Debug, Default)]
@@ -74,267 +76,336 @@ impl EventSpec<'_> {
     }
 }
 
+/// A packet's `trusted_packet_sequence_id` field, its key and varint,
+/// encoded once per sequence: every packet carries it, and the id (drawn
+/// below 2^28) takes four bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SequenceField {
+    /// The field's bytes, then padding.
+    bytes: [u8; 8],
+    /// How many of `bytes` are the field's.
+    len: usize,
+}
+
+impl SequenceField {
+    /// The field for sequence `id`.
+    pub(crate) fn new(id: u32) -> Self {
+        let mut field = Vec::with_capacity(8);
+        put_varint(&mut field, keys::PACKET_SEQUENCE_ID);
+        put_varint(&mut field, u64::from(id));
+        let mut bytes = [0; 8];
+        // A key and a varint of 32 bits: six bytes at most.
+        bytes[..field.len()].copy_from_slice(&field);
+        SequenceField { bytes, len: field.len() }
+    }
+}
+
+/// Room for the packet of a bare event: its key and length, timestamp,
+/// sequence id, track event (key, length, type), flags and clock, each at
+/// its longest.
+const BARE_ROOM: usize = 64;
+/// Room for a packet's own fields, the singular fields of its track event and
+/// the entries of its name and category in its interned data, each at its
+/// longest (a varint takes up to 10 bytes, a key up to 2), strings aside.
+const PACKET_ROOM: usize = 256;
+/// Room for one debug annotation at its longest, its string aside.
+const ANNOTATION_ROOM: usize = 48;
+/// Room for one interned string's entry at its longest, the string aside
+/// (an event's name and category count as two, in [`PACKET_ROOM`]).
+const INTERNED_ROOM: usize = 40;
+
+impl EventSpec<'_> {
+    /// True when the event is on the sequence's own track, with a name and a
+    /// category, and has nothing else but annotations and an extra counter
+    /// value (a slice's begin, most of a trace's events that are not bare),
+    /// which [`put_plain_event`] writes once its strings are interned.
+    #[inline]
+    pub(crate) fn is_plain(&self) -> bool {
+        self.track.is_none()
+            && self.name.is_some()
+            && self.category.is_some()
+            && self.full_name.is_none()
+            && self.counter.is_none()
+            && self.flow_ids.is_empty()
+            && self.terminating_flow_ids.is_empty()
+    }
+}
+
 /// Appends the packet of a bare track event ([`EventSpec::is_bare`]): the
 /// bytes [`put_track_event`] writes for it, without the work of the fields it
 /// does not have.
 #[inline]
 pub(crate) fn put_bare_event(
     buf: &mut Vec<u8>,
-    sequence_id: u32,
-    (timestamp, clock_id): (u64, Option<u32>),
+    sequence: &SequenceField,
+    stamp: (u64, Option<u32>),
     kind: i32,
-) {
-    let kind = kind as u64;
-    let event_len = 1 + varint_len(kind);
-    let packet_len = packet_fields_len(timestamp, sequence_id, clock_id) + nested_len(event_len);
-    let mut region = open_packet(buf, packet_len, timestamp, sequence_id, event_len);
-    let buf = &mut region;
-    put_field(buf, keys::EVENT_TYPE, kind);
-    close_packet(buf, clock_id);
-    debug_assert!(region.filled(), "the packet's lengths were worked out wrong");
+) -> io::Result<()> {
+    put_packet(buf, BARE_ROOM, sequence, stamp, |r| {
+        let event = r.open(keys::PACKET_TRACK_EVENT);
+        put_field(r, keys::EVENT_TYPE, kind as u64);
+        r.close(event);
+    })
 }
 
-/// The bytes of a packet's own fields (timestamp, sequence id, flags, clock),
-/// keys included: all of it but its track event and interned data.
+/// Makes `room` bytes at the end of `buf` and writes one packet there: its
+/// key, timestamp and sequence id, what `body` writes (its track event and
+/// interned data), its flags and clock, and its length; then cuts the room
+/// down to the packet.
 #[inline]
-fn packet_fields_len(timestamp: u64, sequence_id: u32, clock_id: Option<u32>) -> usize {
-    let mut len = 1 + varint_len(timestamp) + 1 + varint_len(u64::from(sequence_id));
-    len += 1 + varint_len(u64::from(SEQ_NEEDS_INCREMENTAL_STATE));
-    if let Some(clock) = clock_id {
-        len += varint_len(keys::PACKET_TIMESTAMP_CLOCK_ID) + varint_len(u64::from(clock));
-    }
-    len
-}
-
-/// Makes room at the end of `buf` for a packet of `packet_len` bytes and
-/// writes its key and length, its timestamp and sequence id, and the key and
-/// length of its track event (of `event_len` bytes), which comes next.
-#[inline]
-fn open_packet(
+fn put_packet(
     buf: &mut Vec<u8>,
-    packet_len: usize,
-    timestamp: u64,
-    sequence_id: u32,
-    event_len: usize,
-) -> Region<'_> {
-    let total = 1 + varint_len(packet_len as u64) + packet_len;
+    room: usize,
+    sequence: &SequenceField,
+    (timestamp, clock_id): (u64, Option<u32>),
+    body: impl FnOnce(&mut Region<'_>),
+) -> io::Result<()> {
     let at = buf.len();
-    buf.resize(at + total, 0);
+    buf.resize(at + room, 0);
     let mut region = Region::new(&mut buf[at..]);
-    region.push(PACKET_KEY);
-    put_varint(&mut region, packet_len as u64);
-    put_field(&mut region, keys::PACKET_TIMESTAMP, timestamp);
-    put_field(&mut region, keys::PACKET_SEQUENCE_ID, u64::from(sequence_id));
-    put_field(&mut region, keys::PACKET_TRACK_EVENT, event_len as u64);
-    region
+    let packet = open_packet(&mut region, timestamp, sequence);
+    body(&mut region);
+    close_packet(&mut region, packet, clock_id);
+    let written = (region.len(), region.fits());
+    settle(buf, at, written)
 }
 
-/// Writes a packet's last fields, after its track event and interned data.
+/// Writes a packet's key, the byte held for its length, its timestamp and
+/// sequence id; returns where its length goes, for [`close_packet`].
 #[inline]
-fn close_packet(buf: &mut Region<'_>, clock_id: Option<u32>) {
-    put_field(buf, keys::PACKET_SEQUENCE_FLAGS, u64::from(SEQ_NEEDS_INCREMENTAL_STATE));
+fn open_packet(r: &mut Region<'_>, timestamp: u64, sequence: &SequenceField) -> usize {
+    let packet = r.open(u64::from(PACKET_KEY));
+    put_field(r, keys::PACKET_TIMESTAMP, timestamp);
+    r.put_padded(&sequence.bytes, sequence.len);
+    packet
+}
+
+/// Writes a packet's last fields, after its track event and interned data,
+/// and then its length.
+#[inline]
+fn close_packet(r: &mut Region<'_>, packet: usize, clock_id: Option<u32>) {
+    put_field(r, keys::PACKET_SEQUENCE_FLAGS, u64::from(SEQ_NEEDS_INCREMENTAL_STATE));
     if let Some(clock) = clock_id {
-        put_field(buf, keys::PACKET_TIMESTAMP_CLOCK_ID, u64::from(clock));
+        put_field(r, keys::PACKET_TIMESTAMP_CLOCK_ID, u64::from(clock));
     }
+    r.close(packet);
+}
+
+/// Cuts the room made at `at` down to the `written` bytes of the packet, or
+/// takes the packet back and says so if it did not fit (the room is worked
+/// out to hold any packet, so this is not expected).
+#[inline]
+fn settle(buf: &mut Vec<u8>, at: usize, (written, fits): (usize, bool)) -> io::Result<()> {
+    if fits {
+        buf.truncate(at + written);
+        return Ok(());
+    }
+    buf.truncate(at);
+    Err(io::Error::other("the Perfetto sink's encoder ran out of the room it made for a packet"))
 }
 
 /// The bytes of one flow id: its two-byte key and eight bytes of fixed64.
 const FLOW_ID_LEN: usize = 2 + 8;
 
 /// What follows a name that was cut.
-const ELLIPSIS: &str = "…";
-
-/// The bytes of a full name, its ellipsis included.
-#[inline]
-fn full_name_len((name, cut): (&str, bool)) -> usize {
-    name.len() + if cut { ELLIPSIS.len() } else { 0 }
-}
+pub(crate) const ELLIPSIS: &str = "…";
 
 /// An interned string of an event: its iid, whether this event is the first
 /// to use it (its packet then gives the string), and the string.
 pub(crate) type Interned<'a> = Option<((u64, bool), &'a str)>;
 
-/// Appends the packet of one track event to `buf`.
+/// What [`put_track_event`] needs besides the event: its interned strings,
+/// the iid of each annotation's name, and the room its packet takes at most.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Resolved<'a> {
+    /// The event's name and category.
+    pub name: Interned<'a>,
+    pub category: Interned<'a>,
+    /// The iid of each annotation's name, for `spec.fields` then
+    /// `spec.extra`, and whether the event is the first to use it.
+    pub annotations: &'a [(u64, bool)],
+    /// Whether any of the strings is new (the packet then gives it).
+    pub new_strings: bool,
+    /// The bytes of every string the packet may hold: names, categories,
+    /// annotation names and string values.
+    pub text: usize,
+}
+
+impl Resolved<'_> {
+    /// Room for the packet at its longest.
+    #[inline]
+    fn room(&self, spec: &EventSpec<'_>) -> usize {
+        PACKET_ROOM
+            + self.annotations.len() * (ANNOTATION_ROOM + INTERNED_ROOM)
+            + (spec.flow_ids.len() + spec.terminating_flow_ids.len()) * FLOW_ID_LEN
+            + self.text
+    }
+}
+
+/// Appends the packet of one track event to `buf`, in one pass: each
+/// message's length is written once its body is (see [`Region`]).
 ///
 /// `stamp` is the packet's timestamp and clock (see
-/// `SequenceClock::stamp`); `name` and `category` the event's interned
-/// strings; `annotations` the iid of each annotation's name, for
-/// `spec.fields` then `spec.extra`.
+/// `SequenceClock::stamp`).
 pub(crate) fn put_track_event(
     buf: &mut Vec<u8>,
-    sequence_id: u32,
-    (timestamp, clock_id): (u64, Option<u32>),
+    sequence: &SequenceField,
+    stamp: (u64, Option<u32>),
     spec: &EventSpec<'_>,
-    (name, category): (Interned<'_>, Interned<'_>),
-    annotations: &[(u64, bool)],
-) {
-    let fields = || spec.fields.iter().chain(spec.extra).zip(annotations);
+    resolved: &Resolved<'_>,
+) -> io::Result<()> {
+    let Resolved { name, category, annotations, .. } = *resolved;
+    let (own, extra) = annotations.split_at(spec.fields.len().min(annotations.len()));
+    let fields = || spec.fields.iter().zip(own).chain(spec.extra.iter().zip(extra));
     // An int32 goes on the wire sign-extended to 64 bits, as prost writes it.
     let kind = spec.kind as u64;
 
-    // The lengths, innermost first.
-    let mut event_len = 1 + varint_len(kind);
-    let mut interned_len = 0;
-    if let Some(((iid, new), s)) = category {
-        event_len += 1 + varint_len(iid);
-        if new {
-            interned_len += nested_len(interned_name_len(iid, s));
+    // Fields in field-number order at each level.
+    put_packet(buf, resolved.room(spec), sequence, stamp, |r| {
+        let event = r.open(keys::PACKET_TRACK_EVENT);
+        if let Some(((iid, _), _)) = category {
+            put_field(r, keys::EVENT_CATEGORY_IIDS, iid);
         }
-    }
-    if let Some(((iid, new), s)) = name {
-        event_len += 1 + varint_len(iid);
-        if new {
-            interned_len += nested_len(interned_name_len(iid, s));
+        put_annotations(r, spec, annotations);
+        put_field(r, keys::EVENT_TYPE, kind);
+        if let Some(((iid, _), _)) = name {
+            put_field(r, keys::EVENT_NAME_IID, iid);
         }
-    }
-    if let Some(track) = spec.track {
-        event_len += 1 + varint_len(track);
-    }
-    if let Some(full) = spec.full_name {
-        let len = full_name_len(full);
-        event_len += varint_len(keys::EVENT_NAME) + varint_len(len as u64) + len;
-    }
-    if let Some(value) = spec.counter {
-        event_len += varint_len(keys::EVENT_COUNTER_VALUE) + varint_len(value as u64);
-    }
-    if let Some((track, value)) = spec.extra_counter {
-        event_len += varint_len(keys::EVENT_EXTRA_COUNTER_VALUES) + varint_len(value as u64);
-        event_len += varint_len(keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS) + varint_len(track);
-    }
-    event_len += (spec.flow_ids.len() + spec.terminating_flow_ids.len()) * FLOW_ID_LEN;
-    for (field, &(iid, new)) in fields() {
-        event_len += nested_len(annotation_len(iid, field.value));
-        if new {
-            interned_len += nested_len(interned_name_len(iid, field.name));
+        if let Some(track) = spec.track {
+            put_field(r, keys::EVENT_TRACK_UUID, track);
         }
-    }
-    let mut packet_len = packet_fields_len(timestamp, sequence_id, clock_id) + nested_len(event_len);
-    if interned_len > 0 {
-        packet_len += nested_len(interned_len);
-    }
-
-    // The packet, fields in field-number order at each level, written into a
-    // region of the chunk sized to the packet.
-    let mut region = open_packet(buf, packet_len, timestamp, sequence_id, event_len);
-    let buf = &mut region;
-    if let Some(((iid, _), _)) = category {
-        put_field(buf, keys::EVENT_CATEGORY_IIDS, iid);
-    }
-    for (field, &(iid, _)) in fields() {
-        put_field(buf, keys::EVENT_DEBUG_ANNOTATIONS, annotation_len(iid, field.value) as u64);
-        put_annotation(buf, iid, field.value);
-    }
-    put_field(buf, keys::EVENT_TYPE, kind);
-    if let Some(((iid, _), _)) = name {
-        put_field(buf, keys::EVENT_NAME_IID, iid);
-    }
-    if let Some(track) = spec.track {
-        put_field(buf, keys::EVENT_TRACK_UUID, track);
-    }
-    if let Some((_, value)) = spec.extra_counter {
-        // Unpacked, one key per value, as the schema declares it.
-        put_field(buf, keys::EVENT_EXTRA_COUNTER_VALUES, value as u64);
-    }
-    if let Some(full @ (name, cut)) = spec.full_name {
-        put_field(buf, keys::EVENT_NAME, full_name_len(full) as u64);
-        buf.extend_from_slice(name.as_bytes());
-        if cut {
-            buf.extend_from_slice(ELLIPSIS.as_bytes());
+        if let Some((_, value)) = spec.extra_counter {
+            // Unpacked, one key per value, as the schema declares it.
+            put_field(r, keys::EVENT_EXTRA_COUNTER_VALUES, value as u64);
         }
-    }
-    if let Some(value) = spec.counter {
-        // An int64 goes on the wire as its two's complement, as prost writes it.
-        put_field(buf, keys::EVENT_COUNTER_VALUE, value as u64);
-    }
-    if let Some((track, _)) = spec.extra_counter {
-        put_field(buf, keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS, track);
-    }
-    for (key, ids) in
-        [(keys::EVENT_FLOW_IDS, spec.flow_ids), (keys::EVENT_TERMINATING_FLOW_IDS, spec.terminating_flow_ids)]
-    {
-        for id in ids {
-            put_varint(buf, key);
-            buf.extend_from_slice(&id.to_le_bytes());
+        if let Some((name, cut)) = spec.full_name {
+            let full = r.open(keys::EVENT_NAME);
+            r.extend_from_slice(name.as_bytes());
+            if cut {
+                r.extend_from_slice(ELLIPSIS.as_bytes());
+            }
+            r.close(full);
         }
-    }
-    if interned_len > 0 {
-        put_field(buf, keys::PACKET_INTERNED_DATA, interned_len as u64);
-        if let Some(((iid, true), s)) = category {
-            put_interned_name(buf, keys::INTERNED_CATEGORIES, iid, s);
+        if let Some(value) = spec.counter {
+            // An int64 goes on the wire as its two's complement, as prost writes it.
+            put_field(r, keys::EVENT_COUNTER_VALUE, value as u64);
         }
-        if let Some(((iid, true), s)) = name {
-            put_interned_name(buf, keys::INTERNED_EVENT_NAMES, iid, s);
+        if let Some((track, _)) = spec.extra_counter {
+            put_field(r, keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS, track);
         }
-        for (field, &(iid, new)) in fields() {
-            if new {
-                put_interned_name(buf, keys::INTERNED_ANNOTATION_NAMES, iid, field.name);
+        for (key, ids) in [
+            (keys::EVENT_FLOW_IDS, spec.flow_ids),
+            (keys::EVENT_TERMINATING_FLOW_IDS, spec.terminating_flow_ids),
+        ] {
+            for id in ids {
+                put_varint(r, key);
+                r.extend_from_slice(&id.to_le_bytes());
             }
         }
-    }
-    close_packet(buf, clock_id);
-    debug_assert!(region.filled(), "the packet's lengths were worked out wrong");
-}
-
-/// The bytes a length-delimited field of a one-byte key takes, for a body of `len`.
-#[inline]
-fn nested_len(len: usize) -> usize {
-    1 + varint_len(len as u64) + len
-}
-
-/// The bytes of a `DebugAnnotation` body: its name's iid and its value.
-#[inline]
-fn annotation_len(name_iid: u64, value: Value<'_>) -> usize {
-    1 + varint_len(name_iid)
-        + match value {
-            Value::I64(v) => 1 + varint_len(v as u64),
-            Value::U64(v) => 1 + varint_len(v),
-            Value::F64(_) => 1 + 8,
-            Value::Bool(_) => 1 + 1,
-            Value::Str(s) => nested_len(s.len()),
+        r.close(event);
+        if resolved.new_strings {
+            let data = r.open(keys::PACKET_INTERNED_DATA);
+            if let Some(((iid, true), s)) = category {
+                put_interned_name(r, keys::INTERNED_CATEGORIES, iid, s);
+            }
+            if let Some(((iid, true), s)) = name {
+                put_interned_name(r, keys::INTERNED_EVENT_NAMES, iid, s);
+            }
+            for (field, &(iid, new)) in fields() {
+                if new {
+                    put_interned_name(r, keys::INTERNED_ANNOTATION_NAMES, iid, field.name);
+                }
+            }
+            r.close(data);
         }
+    })
 }
 
-/// Appends a `DebugAnnotation` body (`annotation_len` bytes).
+/// Appends the packet of a plain track event ([`EventSpec::is_plain`]) whose
+/// strings were all given before: the bytes [`put_track_event`] writes for
+/// it, without the work of the fields it does not have.
 #[inline]
-fn put_annotation(buf: &mut impl Put, name_iid: u64, value: Value<'_>) {
-    put_field(buf, keys::ANNOTATION_NAME_IID, name_iid);
+pub(crate) fn put_plain_event(
+    buf: &mut Vec<u8>,
+    sequence: &SequenceField,
+    stamp: (u64, Option<u32>),
+    spec: &EventSpec<'_>,
+    (name, category): (u64, u64),
+    resolved: &Resolved<'_>,
+) -> io::Result<()> {
+    put_packet(buf, resolved.room(spec), sequence, stamp, |r| {
+        let event = r.open(keys::PACKET_TRACK_EVENT);
+        put_field(r, keys::EVENT_CATEGORY_IIDS, category);
+        put_annotations(r, spec, resolved.annotations);
+        put_field(r, keys::EVENT_TYPE, spec.kind as u64);
+        put_field(r, keys::EVENT_NAME_IID, name);
+        if let Some((track, value)) = spec.extra_counter {
+            put_field(r, keys::EVENT_EXTRA_COUNTER_VALUES, value as u64);
+            put_field(r, keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS, track);
+        }
+        r.close(event);
+    })
+}
+
+/// Appends the debug annotations of `spec`, `fields` then `extra`, each
+/// named by its iid in `annotations`.
+#[inline]
+fn put_annotations(r: &mut Region<'_>, spec: &EventSpec<'_>, annotations: &[(u64, bool)]) {
+    let (own, extra) = annotations.split_at(spec.fields.len().min(annotations.len()));
+    for (field, &(iid, _)) in spec.fields.iter().zip(own).chain(spec.extra.iter().zip(extra)) {
+        let annotation = r.open(keys::EVENT_DEBUG_ANNOTATIONS);
+        put_annotation(r, iid, field.value);
+        r.close(annotation);
+    }
+}
+
+/// Appends a `DebugAnnotation` body: its name's iid and its value.
+#[inline]
+fn put_annotation(r: &mut Region<'_>, name_iid: u64, value: Value<'_>) {
+    put_field(r, keys::ANNOTATION_NAME_IID, name_iid);
     match value {
-        Value::I64(v) => put_field(buf, keys::ANNOTATION_INT, v as u64),
-        Value::U64(v) => put_field(buf, keys::ANNOTATION_UINT, v),
+        Value::I64(v) => put_field(r, keys::ANNOTATION_INT, v as u64),
+        Value::U64(v) => put_field(r, keys::ANNOTATION_UINT, v),
         Value::F64(v) => {
-            put_varint(buf, keys::ANNOTATION_DOUBLE);
-            buf.extend_from_slice(&v.to_le_bytes());
+            put_varint(r, keys::ANNOTATION_DOUBLE);
+            r.extend_from_slice(&v.to_le_bytes());
         }
-        Value::Bool(v) => put_field(buf, keys::ANNOTATION_BOOL, u64::from(v)),
-        Value::Str(s) => put_bytes(buf, keys::ANNOTATION_STRING, s.as_bytes()),
+        Value::Bool(v) => put_field(r, keys::ANNOTATION_BOOL, u64::from(v)),
+        Value::Str(s) => put_bytes(r, keys::ANNOTATION_STRING, s.as_bytes()),
     }
-}
-
-/// The bytes of an interned string's body (`EventName` and its kin).
-#[inline]
-fn interned_name_len(iid: u64, name: &str) -> usize {
-    1 + varint_len(iid) + nested_len(name.len())
 }
 
 /// Appends an interned string as the field `key`, body and all.
 #[inline]
-fn put_interned_name(buf: &mut impl Put, key: u64, iid: u64, name: &str) {
-    put_field(buf, key, interned_name_len(iid, name) as u64);
-    put_field(buf, keys::NAME_IID, iid);
-    put_bytes(buf, keys::NAME_NAME, name.as_bytes());
+fn put_interned_name(r: &mut Region<'_>, key: u64, iid: u64, name: &str) {
+    let entry = r.open(key);
+    put_field(r, keys::NAME_IID, iid);
+    put_bytes(r, keys::NAME_NAME, name.as_bytes());
+    r.close(entry);
 }
 
 /// Appends a key and a varint: the whole of a varint field, or the key and
 /// length of a length-delimited one.
 #[inline]
-fn put_field(buf: &mut impl Put, key: u64, value: u64) {
+fn put_field(buf: &mut Region<'_>, key: u64, value: u64) {
+    // Most fields are a one-byte key and a value of one or two bytes
+    // (iids, small numbers, the time since the sequence's last event): the
+    // field in one store.
+    if key < 0x80 && value < 0x80 {
+        buf.extend_from_slice(&[key as u8, value as u8]);
+        return;
+    }
+    if key < 0x80 && value < 0x4000 {
+        buf.extend_from_slice(&[key as u8, value as u8 | 0x80, (value >> 7) as u8]);
+        return;
+    }
     put_varint(buf, key);
     put_varint(buf, value);
 }
 
 /// Appends a length-delimited field of `bytes`.
 #[inline]
-fn put_bytes(buf: &mut impl Put, key: u64, bytes: &[u8]) {
+fn put_bytes(buf: &mut Region<'_>, key: u64, bytes: &[u8]) {
     put_field(buf, key, bytes.len() as u64);
     buf.extend_from_slice(bytes);
 }
