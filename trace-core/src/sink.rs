@@ -48,6 +48,13 @@ pub trait Sink: Send {
     }
     /// Called for every event, in order.
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()>;
+    /// Whether [`Sink::event`] is to be called with [`Event::SpanBegin`]s. A
+    /// sink that writes a slice whole at its end (an [`Event::SpanEnd`]
+    /// carries the begin's time and the span's fields) says no and spares the
+    /// writer a call per span. Asked once, after [`Sink::start`]; by default yes.
+    fn wants_span_begins(&self) -> bool {
+        true
+    }
     /// Called once after the last event; the file is complete when it returns.
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()>;
 }

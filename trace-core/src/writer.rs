@@ -241,6 +241,8 @@ pub(crate) struct Writer {
     scratch: [Scratch; 2],
     /// Spans that run in pieces, and flows.
     pieces: pieces::Pieces,
+    /// The sinks that read span begins ([`Sink::wants_span_begins`]).
+    begins: Vec<usize>,
 }
 
 /// What the writer hands back at the end.
@@ -266,6 +268,7 @@ impl Writer {
         for s in &mut sinks {
             s.call(|sink, out| sink.start(&info, out));
         }
+        let begins = (0..sinks.len()).filter(|&k| sinks[k].sink.wants_span_begins()).collect();
         let anchors = threads.stamps.ticks.then(|| Anchors::new(threads.stamps.first_anchor));
         Writer {
             threads,
@@ -279,6 +282,7 @@ impl Writer {
             unclosed: 0,
             scratch: Default::default(),
             pieces: pieces::Pieces::default(),
+            begins,
         }
     }
 
@@ -675,7 +679,11 @@ impl Writer {
         borrow_fields(&mut fields, own.as_ref().or_else(|| self.spans.get(&id)));
         let site = Site::of(meta);
         let event = Event::SpanBegin { thread: tid, ts, site, fields: &fields, thread_cpu_ns: begin_cpu };
-        feed(&mut self.sinks, &event);
+        for &k in &self.begins {
+            if let Some(s) = self.sinks.get_mut(k) {
+                s.call(|sink, out| sink.event(&event, out));
+            }
+        }
         scratch.put(fields);
         // Values recorded while a slice is open are rare: no list until one is.
         let recorded = OwnedFields::new();

@@ -173,3 +173,53 @@ fn records_of_a_thread_left_running_while_the_capture_finishes_are_counted_as_la
         assert!(report.files[0].complete);
     }
 }
+
+/// Counts the events it is given; reads no span begins.
+struct EndsOnly(std::sync::Arc<std::sync::Mutex<(u64, u64)>>);
+
+impl trace_core::Sink for EndsOnly {
+    fn name(&self) -> &'static str {
+        "ends"
+    }
+    fn suffix(&self) -> &'static str {
+        "ends.txt"
+    }
+    fn wants_span_begins(&self) -> bool {
+        false
+    }
+    fn event(&mut self, event: &trace_core::Event<'_>, _out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let mut n = self.0.lock().unwrap();
+        match event {
+            trace_core::Event::SpanBegin { .. } => n.0 += 1,
+            trace_core::Event::SpanEnd { .. } => n.1 += 1,
+            _ => {}
+        }
+        Ok(())
+    }
+    fn finish(
+        &mut self,
+        _end: &trace_core::Finish<'_>,
+        _out: &mut dyn std::io::Write,
+    ) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_sink_that_wants_no_span_begins_gets_every_end_and_no_begin() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        trace_core::Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
+            .unwrap()
+            .unwrap();
+    let counts = std::sync::Arc::default();
+    let sinks: Vec<Box<dyn trace_core::Sink>> = vec![Box::new(EndsOnly(std::sync::Arc::clone(&counts)))];
+    let s = trace_core::Session::start(&config, "ends", sinks).unwrap();
+    s.in_scope(|| {
+        for _ in 0..3 {
+            info_span!("each").in_scope(|| ());
+        }
+    });
+    s.finish();
+    assert_eq!(*counts.lock().unwrap(), (0, 3), "(begins, ends) the sink was given");
+}
