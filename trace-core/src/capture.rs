@@ -130,11 +130,12 @@ impl Core {
     }
 
     /// The thread CPU clock, read for spans at the levels `<P>_TRACE_CPU`
-    /// selects: one comparison for the others.
-    #[inline]
+    /// selects: one comparison for the others (kept inline; the reading
+    /// itself is a call).
+    #[inline(always)]
     fn thread_cpu(&self, meta: Option<Meta>) -> Option<u64> {
         match meta {
-            Some(m) if *m.level() <= self.cpu => crate::os::thread_cpu_ns(),
+            Some(m) if *m.level() <= self.cpu => read_thread_cpu(),
             _ => None,
         }
     }
@@ -179,6 +180,12 @@ impl Core {
     pub(crate) fn rel_now(&self) -> u64 {
         self.threads.stamps.rel_now()
     }
+}
+
+/// The thread CPU clock, out of the record path's line.
+#[inline(never)]
+fn read_thread_cpu() -> Option<u64> {
+    crate::os::thread_cpu_ns()
 }
 
 /// Whether a capture with `filter` records spans and events of `meta`.
