@@ -173,7 +173,11 @@ impl Session {
                 Ok(file) => {
                     files.push(SinkFile {
                         sink,
-                        out: CheckedWriter::new(BufWriter::with_capacity(64 * 1024, file)),
+                        // Small: the trace sinks gather their own 32-64 KiB
+                        // before they write, which then passes this buffer by
+                        // instead of being copied into it; it only gathers
+                        // the small writes (the summary, the starts).
+                        out: CheckedWriter::new(BufWriter::with_capacity(16 * 1024, file)),
                         path,
                         error: None,
                     });
