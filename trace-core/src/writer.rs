@@ -540,7 +540,7 @@ impl Writer {
     }
 
     /// Keeps an emptied field list for a later span.
-    #[inline]
+    #[inline(always)]
     fn reuse(&mut self, mut fields: OwnedFields) {
         if self.spare.len() < 1024 && fields.capacity() > 0 {
             fields.clear();
