@@ -15,8 +15,18 @@
 # per command (60 by default). hyperfine starts the commands without a shell
 # (-N); each goes through `env`, the same for all four.
 #
-# Environment: DEMO_ARGS (default `--spans 2000 --threads 2`), WARMUP,
-# CARGO_TARGET_DIR. Installs hyperfine with apt-get if it is missing.
+# The demo runs with `--no-table` (a tool does not read its own summary back),
+# and the captured runs write their traces into a directory in memory
+# (/dev/shm, where it exists), as the fixed-cost benchmark does: on a disk,
+# creating a file costs what that file system makes it cost (on this project's
+# ext4 machine without a journal, 0.1 ms or more a file when its block group
+# holds many recently deleted inodes, which every round's clean-up adds to),
+# and that is not the capture's cost. E2E_TRACE_PARENT=<dir> puts them
+# elsewhere, e.g. on the disk a tool would write to.
+#
+# Environment: DEMO_ARGS (default `--spans 2000 --threads 2 --no-table`),
+# WARMUP, E2E_TRACE_PARENT, CARGO_TARGET_DIR. Installs hyperfine with apt-get
+# if it is missing.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +34,7 @@ cd "$root"
 rounds=${1:-12}
 runs=${2:-5}
 warmup=${WARMUP:-3}
-demo_args=${DEMO_ARGS:---spans 2000 --threads 2}
+demo_args=${DEMO_ARGS:---spans 2000 --threads 2 --no-table}
 target=${CARGO_TARGET_DIR:-$root/target}
 
 if ! command -v hyperfine >/dev/null 2>&1; then
@@ -37,7 +47,15 @@ fi
 command -v python3 >/dev/null 2>&1 || { echo "bench-e2e: python3 is needed to pool the runs" >&2; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/cabin-trace-e2e.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+if [ -n "${E2E_TRACE_PARENT:-}" ]; then
+    traces_parent=$E2E_TRACE_PARENT
+elif [ -d /dev/shm ] && [ -w /dev/shm ]; then
+    traces_parent=/dev/shm
+else
+    traces_parent=$work
+fi
+traces=$(mktemp -d "$traces_parent/cabin-trace-e2e-traces.XXXXXX")
+trap 'rm -rf "$work" "$traces"' EXIT
 
 echo "bench-e2e: building examples/demo twice (release)" >&2
 cargo build --quiet --release --example demo
@@ -68,8 +86,8 @@ names=("no instrumentation" "capture compiled in, off" "capture on, CABIN_TRACE_
 cmds=(
     "env -u CABIN_TRACE_DIR $work/demo-uninstrumented $demo_args"
     "env -u CABIN_TRACE_DIR $work/demo $demo_args"
-    "env CABIN_TRACE_DIR=$work/traces CABIN_TRACE_FILTER=info $work/demo $demo_args"
-    "env CABIN_TRACE_DIR=$work/traces CABIN_TRACE_FILTER=debug $work/demo $demo_args"
+    "env CABIN_TRACE_DIR=$traces/runs CABIN_TRACE_FILTER=info $work/demo $demo_args"
+    "env CABIN_TRACE_DIR=$traces/runs CABIN_TRACE_FILTER=debug $work/demo $demo_args"
 )
 
 for ((r = 0; r < rounds; r++)); do
@@ -80,7 +98,7 @@ for ((r = 0; r < rounds; r++)); do
         hf+=(-n "${names[$j]}" "${cmds[$j]}")
     done
     "${hf[@]}" >/dev/null
-    rm -rf "$work/traces"
+    rm -rf "$traces/runs"
 done
 
 # One more capture of each filter, for the sizes and counts of its files.
@@ -97,7 +115,7 @@ cat <<EOF
 
 - date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(nproc) cores, $cpu, Linux $(uname -r)
 - revision: $rev; $(hyperfine --version)
-- command: \`scripts/bench-e2e.sh $rounds $runs\` (demo arguments \`$demo_args\`; $rounds rounds of $runs runs per command after $warmup warm-ups each, command order rotated every round)
+- command: \`scripts/bench-e2e.sh $rounds $runs\` (demo arguments \`$demo_args\`; traces written under $traces_parent; $rounds rounds of $runs runs per command after $warmup warm-ups each, command order rotated every round)
 EOF
 
 python3 - "$work" "$rounds" "${names[@]}" <<'EOF'

@@ -47,6 +47,19 @@ fn a_capture_leaves_one_file_of_each_kind_and_no_partial() {
 }
 
 #[test]
+fn the_demo_prints_its_top_phases_unless_told_not_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_table = demo(&["--spans", "20"], &[("CABIN_TRACE_DIR", dir.path())]);
+    let without = demo(&["--spans", "20", "--no-table"], &[("CABIN_TRACE_DIR", dir.path())]);
+    assert!(with_table.status.success() && without.status.success(), "{}", stderr(&without));
+    let header = "total ms";
+    assert!(stderr(&with_table).contains(header), "{}", stderr(&with_table));
+    assert!(!stderr(&without).contains(header), "{}", stderr(&without));
+    assert!(stderr(&without).contains(".timings.json"), "it still names what it wrote");
+    assert_eq!(with_table.stdout, without.stdout);
+}
+
+#[test]
 fn a_failing_command_keeps_its_error_and_finishes_the_capture() {
     let dir = tempfile::tempdir().unwrap();
     let plain = demo(&["--fail"], &[]);

@@ -156,7 +156,8 @@ impl Config {
             ));
         }
         let dir = PathBuf::from(dir);
-        if dir.exists() && !dir.is_dir() {
+        // One `stat`: a missing directory is created at the start.
+        if std::fs::metadata(&dir).is_ok_and(|m| !m.is_dir()) {
             return Err(ConfigError::new(
                 dir_var,
                 dir.display().to_string(),

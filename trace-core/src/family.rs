@@ -190,7 +190,15 @@ fn fresh_trace_id() -> TraceId {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    // By hand: a `format!` per byte is sixteen allocations for a trace id, at
+    // every capture's start.
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    s
 }
 
 fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {

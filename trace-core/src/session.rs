@@ -1,7 +1,7 @@
 //! Starting and finishing one capture, and reaching it from inside the command.
 
 use std::fs::{self, OpenOptions};
-use std::io::BufWriter;
+use std::io::{self, BufWriter};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +29,10 @@ use crate::writer::{self, Ended, Outcome, Pending, SinkFile, StartOwned, WriterC
 /// Emptied batches the writer keeps for the threads to reuse.
 const RECYCLED_BATCHES: usize = 64;
 
+/// Messages (lane slices and reports, samples, batches) that may wait in the
+/// channel for the finish before a lane message starts the writer thread.
+const LANE_BACKLOG: usize = 256;
+
 /// The suffix of a file that is still being written.
 pub const PARTIAL_SUFFIX: &str = ".partial";
 
@@ -52,6 +56,11 @@ fn file_safe(command: &str) -> String {
 pub fn new_stem(command: &str, unix_ms: u64) -> String {
     let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
     format!("{}-{}-{}-{}", file_safe(command), unix_ms, std::process::id(), seq)
+}
+
+/// Creates `partial`, which must not exist yet.
+fn create_partial(partial: &Path) -> io::Result<fs::File> {
+    OpenOptions::new().write(true).create_new(true).open(partial)
 }
 
 fn partial_path(path: &Path) -> PathBuf {
@@ -155,13 +164,6 @@ impl Session {
                 &what,
             )
         };
-        // One `stat` for the usual case, where the directory exists; a
-        // failing `mkdir` first, as `create_dir_all` does, costs more.
-        if !config.dir().is_dir() {
-            fs::create_dir_all(config.dir())
-                .map_err(|e| dir_error(format!("cannot be created ({e}); expected a writable directory")))?;
-        }
-
         let start_unix_ms = os::unix_ms();
         let stem = new_stem(command, start_unix_ms);
         let mut files: Vec<SinkFile> = Vec::with_capacity(sinks.len());
@@ -169,7 +171,18 @@ impl Session {
         for sink in sinks {
             let path = config.dir().join(format!("{stem}.{}", sink.suffix()));
             let partial = partial_path(&path);
-            match OpenOptions::new().write(true).create_new(true).open(&partial) {
+            // No `stat` of the directory first: in the usual case, where it
+            // exists, creating the first file is the only check it needs.
+            let created = match create_partial(&partial) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound && files.is_empty() => {
+                    fs::create_dir_all(config.dir()).map_err(|e| {
+                        dir_error(format!("cannot be created ({e}); expected a writable directory"))
+                    })?;
+                    create_partial(&partial)
+                }
+                other => other,
+            };
+            match created {
                 Ok(file) => {
                     files.push(SinkFile {
                         sink,
@@ -568,11 +581,20 @@ impl Handle {
         self.send(Msg::LaneReport(report));
     }
 
-    /// Sends `msg` to the writer (which it starts if needed; if it cannot be
-    /// started, the finish takes the message). Never blocks.
+    /// Sends `msg` to the writer. Never blocks.
+    ///
+    /// A few messages wait in the channel for the finish, which processes
+    /// them on the finishing thread when no batch has started the writer
+    /// thread: a short command that runs one child sends two, and starting
+    /// the thread for them (and joining it at the finish) costs more than
+    /// handling them. From [`LANE_BACKLOG`] waiting messages on, the writer
+    /// thread is started (if it cannot be, the finish still takes them).
     fn send(&self, msg: Msg) {
-        self.core.writer.ensure_started();
-        if self.core.threads.handoff.tx.send(msg).is_err() {
+        let tx = &self.core.threads.handoff.tx;
+        if tx.len() >= LANE_BACKLOG {
+            self.core.writer.ensure_started();
+        }
+        if tx.send(msg).is_err() {
             self.core.threads.handoff.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -330,7 +330,10 @@ impl Sink for SummarySink {
             ninja: self.ninja.take().unwrap_or_else(Ninja::not_run),
             lanes: std::mem::take(&mut self.lanes),
         };
-        serde_json::to_writer_pretty(&mut *out, &timings).map_err(io::Error::other)?;
-        out.write_all(b"\n")
+        // Into memory first: serde's many small writes would each go through
+        // the checked writer; one write of the whole text costs less.
+        let mut text = serde_json::to_vec_pretty(&timings).map_err(io::Error::other)?;
+        text.push(b'\n');
+        out.write_all(&text)
     }
 }
