@@ -38,6 +38,10 @@
 //! and samples off (they would slow the loop and so spare the writer). Peak memory
 //! growth is `VmHWM` after the finish less `VmRSS` before the start.
 //!
+//! Traces go to a directory under `/dev/shm` where there is one, or under
+//! `BENCH_SCRATCH_DIR` (e.g. a directory on a disk, where a tool writes its
+//! traces); the report names it.
+//!
 //! Without `--bench` (as `cargo test` runs it), or with `--test`
 //! (`cargo bench ... -- --test`), every size is small and one round runs: the
 //! checks alone.
@@ -353,7 +357,7 @@ fn main() {
     }
     let elapsed = started.elapsed();
     if p.full {
-        report::report(&p, &samples, &loads, elapsed);
+        report::report(&p, &samples, &loads, elapsed, dir.path());
     } else {
         eprintln!(
             "whole: checks passed in {:.1} s (sizes for `cargo bench` are larger)",

@@ -75,14 +75,8 @@ impl Stream {
     /// Feeds operation `i` to `sink`.
     #[inline]
     fn feed(self, sink: &mut dyn Sink, i: u64, out: &mut dyn Write) {
-        let span = Site { name: SPAN, target: "writer_bench", level: Level::INFO, file: None, line: None };
-        let event = Site {
-            name: "event writer_bench:1",
-            target: "writer_bench",
-            level: Level::INFO,
-            file: None,
-            line: None,
-        };
+        let span = Site::new(SPAN, "writer_bench", Level::INFO, None, None);
+        let event = Site::new("event writer_bench:1", "writer_bench", Level::INFO, None, None);
         // Irregular times, as real ones are (a regular stream would flatter
         // the Perfetto sink's compression): 1 us apart plus up to 255 ns.
         let jitter = |x: u64| x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56;

@@ -370,7 +370,10 @@ pub fn config(dir: &Path) -> cabin_trace::Config {
 }
 
 /// A directory for trace files, in memory where the system has one, so that
-/// writing them costs no disk I/O. Removed when dropped.
+/// writing them costs no disk I/O, or under `BENCH_SCRATCH_DIR` when that is
+/// set (e.g. a directory on a disk, where a tool would write its traces: the
+/// page cache there costs the writing process less per byte than tmpfs, and
+/// the write-back is the kernel's). Removed when dropped.
 pub struct Scratch {
     dir: PathBuf,
 }
@@ -378,7 +381,11 @@ pub struct Scratch {
 impl Scratch {
     pub fn new(what: &str) -> Scratch {
         let shm = Path::new("/dev/shm");
-        let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+        let base = match std::env::var_os("BENCH_SCRATCH_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None if shm.is_dir() => shm.to_path_buf(),
+            None => std::env::temp_dir(),
+        };
         let dir = base.join(format!("cabin-trace-bench-{what}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the benchmark's scratch directory");

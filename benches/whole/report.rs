@@ -65,15 +65,17 @@ pub fn report(
     samples: &[(Subject, Workload, Sample)],
     loads: &[(Subject, Load, Sample)],
     took: Duration,
+    traces: &std::path::Path,
 ) {
     support::print_machine();
     println!(
         "`cargo bench -p cabin-trace-benches --bench whole`: {} rounds of {} spans per set-up and workload, \
-         {} rounds under load; {:.0} s in all",
+         {} rounds under load; {:.0} s in all; traces written under {}",
         p.rounds,
         num(p.ops as f64),
         p.load_rounds,
-        took.as_secs_f64()
+        took.as_secs_f64(),
+        traces.parent().unwrap_or(traces).display()
     );
     let tpf = |fmt| s(Who::PerfettoFile, fmt);
     for w in [Workload::Flushed, Workload::NoFlush] {

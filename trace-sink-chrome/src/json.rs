@@ -230,12 +230,13 @@ impl<'b> Args<'b> {
     }
 
     /// Appends each field as an entry, its key (`"name":`) taken from
-    /// `keys`, where it is rendered once per name.
+    /// `keys`, where it is rendered once per name; `fixed`: the names are
+    /// `'static` ([`Rendered::get`]).
     #[inline]
-    pub(crate) fn fields(&mut self, fields: &[Field<'_>], keys: &mut Rendered) {
+    pub(crate) fn fields(&mut self, fields: &[Field<'_>], keys: &mut Rendered, fixed: bool) {
         for f in fields {
             self.next();
-            let key = keys.get([f.name, ""], 0, |b, [name, _]| {
+            let key = keys.get([f.name, ""], 0, fixed, |b, [name, _]| {
                 string(b, name);
                 b.push(b':');
             });

@@ -229,7 +229,7 @@ impl ChromeSink {
         let pid = self.pid();
         let b = self.out.timed(name, Some(site.target), br#""i","s":"t""#, (pid, thread), ts);
         let mut args = Args::new(b);
-        args.fields(fields, &mut self.keys);
+        args.fields(fields, &mut self.keys, site.has_static_text());
         // A field of the same name, set by the tool, is not shadowed.
         if field(fields, "level").is_none() {
             json::string(args.key("level"), site.level.as_str());
@@ -341,8 +341,9 @@ impl Sink for ChromeSink {
                 self.out.metadata("thread_name", (pid, thread), "name", Some(name), 0);
             }
             Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, cpu, .. } => {
+                let fixed = site.has_static_text();
                 let rendered =
-                    self.heads.get([site.name, site.target], u8::from(unclosed), |b, [name, cat]| {
+                    self.heads.get([site.name, site.target], u8::from(unclosed), fixed, |b, [name, cat]| {
                         let ph: &[u8] = if unclosed { br#""B""# } else { br#""X""# };
                         head(b, (name, b""), Some(cat), ph);
                     });
@@ -358,7 +359,7 @@ impl Sink for ChromeSink {
                     micros(b, cpu.ns());
                 }
                 let mut args = Args::new(b);
-                args.fields(fields, &mut self.keys);
+                args.fields(fields, &mut self.keys, fixed);
                 if unclosed {
                     args.key("unclosed").extend_from_slice(b"true");
                     self.unclosed += 1;
@@ -380,7 +381,7 @@ impl Sink for ChromeSink {
                 b.extend_from_slice(br#","dur":"#);
                 micros(b, slice.end_ns.saturating_sub(slice.begin_ns));
                 let mut args = Args::new(b);
-                args.fields(slice.fields, &mut self.keys);
+                args.fields(slice.fields, &mut self.keys, false);
                 args.close();
                 self.out.close();
             }
@@ -455,13 +456,7 @@ mod tests {
         serde_json::from_slice(&out).unwrap()
     }
 
-    const SITE: Site<'static> = Site {
-        name: "compile",
-        target: "cabin::build",
-        level: Level::INFO,
-        file: Some("src/b.rs"),
-        line: Some(7),
-    };
+    const SITE: Site<'static> = Site::new("compile", "cabin::build", Level::INFO, Some("src/b.rs"), Some(7));
 
     #[test]
     fn a_span_with_thread_cpu_time_gives_it_as_tts_and_tdur_in_microseconds() {

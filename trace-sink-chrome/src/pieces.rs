@@ -32,7 +32,7 @@ impl ChromeSink {
             uint(b, id);
             let mut args = Args::new(b);
             if ph == br#""b""# {
-                args.fields(fields, &mut self.keys);
+                args.fields(fields, &mut self.keys, site.has_static_text());
             } else if unclosed {
                 args.key("unclosed").extend_from_slice(b"true");
             }

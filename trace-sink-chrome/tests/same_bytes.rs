@@ -184,7 +184,7 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
         let level = levels[rng.below(5) as usize];
         let file = [None, Some(files[rng.below(3) as usize].as_str())][rng.below(2) as usize];
         let line = [None, Some(0), Some(141), Some(u32::MAX)][rng.below(4) as usize];
-        let site = |n: usize, t: usize| Site { name: &names[n], target: &targets[t], level, file, line };
+        let site = |n: usize, t: usize| Site::new(&names[n], &targets[t], level, file, line);
         let r = match rng.below(9) {
             0 => {
                 let name = if rng.below(2) == 0 { rng.text(10) } else { format!("worker-{op}") };
@@ -254,13 +254,7 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
                 reused.clear();
                 reused.push_str(&format!("reused_{tail:04}"));
                 assert_eq!(ptr, reused.as_ptr());
-                let site = Site {
-                    name: &reused,
-                    target: &reused,
-                    level: Level::INFO,
-                    file: Some(&reused),
-                    line: None,
-                };
+                let site = Site::new(&reused, &reused, Level::INFO, Some(&reused), None);
                 sink.event(&Event::Instant { thread, ts, site, fields: &fields }, &mut out).unwrap();
                 // A span from that site, with a field named by the buffer too:
                 // what the sink renders once per call site must follow the text.
@@ -284,11 +278,11 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
     }
     // Times at the ends of the range, and spans left open.
     for ts in [0, 999, u64::MAX] {
-        let site = Site { name: "edge", target: "t", level: Level::INFO, file: None, line: None };
+        let site = Site::new("edge", "t", Level::INFO, None, None);
         sink.event(&Event::Instant { thread: 0, ts, site, fields: &[] }, &mut out).unwrap();
     }
     while let Some((thread, n, t, begin_ts)) = open.pop() {
-        let site = Site { name: &names[n], target: &targets[t], level: Level::INFO, file: None, line: None };
+        let site = Site::new(&names[n], &targets[t], Level::INFO, None, None);
         let end = Event::SpanEnd {
             thread,
             ts,
@@ -378,7 +372,7 @@ fn a_write_error_is_reported_by_the_end() {
         ..Default::default()
     };
     let mut r = sink.start(&start, &mut Broken);
-    let site = Site { name: "x", target: "t", level: Level::INFO, file: None, line: None };
+    let site = Site::new("x", "t", Level::INFO, None, None);
     for ts in 0..10 {
         r = r.and(sink.event(&Event::Instant { thread: 1, ts, site, fields: &[] }, &mut Broken));
     }

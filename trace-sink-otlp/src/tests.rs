@@ -22,7 +22,7 @@ fn start() -> Start<'static> {
 }
 
 fn site(name: &'static str) -> Site<'static> {
-    Site { name, target: "demo::phase", level: Level::INFO, file: None, line: None }
+    Site::new(name, "demo::phase", Level::INFO, None, None)
 }
 
 fn begin(thread: Tid, ts: u64, name: &'static str) -> Event<'static> {

@@ -8,9 +8,11 @@ use std::hash::{BuildHasherDefault, Hasher};
 ///
 /// Most lookups are of the same few strings at the same addresses (a call
 /// site's name and target, its fields' names), so a small table by address
-/// answers them first: a hit is confirmed by comparing the string with the
-/// one interned under that iid, which costs less than hashing it, and keeps
-/// the answer right whatever lives at that address now.
+/// answers them first. A `'static` string (a `tracing` call site's, which the
+/// caller says with `fixed`) is recognised by its address and length alone:
+/// its text cannot change. Any other hit is confirmed by comparing the string
+/// with the one interned under that iid, which costs less than hashing it,
+/// and keeps the answer right whatever lives at that address now.
 #[derive(Debug, Default)]
 pub(crate) struct Interner {
     iids: HashMap<String, u64, FastHash>,
@@ -23,12 +25,17 @@ pub(crate) struct Interner {
 const RECENT_BITS: u32 = 6;
 const RECENT: usize = 1 << RECENT_BITS;
 
+/// A slot: a string's address, its length with [`FIXED`] set when it was
+/// looked up as `'static`, and its iid (0: empty).
 #[derive(Debug)]
-struct Recent([(usize, u64); RECENT]);
+struct Recent([(usize, usize, u64); RECENT]);
+
+/// The bit of a slot's length that says its string is `'static`.
+const FIXED: usize = 1 << (usize::BITS - 1);
 
 impl Default for Recent {
     fn default() -> Self {
-        Recent([(0, 0); RECENT])
+        Recent([(0, 0, 0); RECENT])
     }
 }
 
@@ -73,25 +80,34 @@ impl Hasher for FastHasher {
 
 impl Interner {
     /// The iid of `s`, and whether this is its first use (its packet then
-    /// gives the string with the iid).
+    /// gives the string with the iid). `fixed`: `s` is `'static` (a `tracing`
+    /// call site's string), so the same address and length always hold the
+    /// same text.
     #[inline(always)]
-    pub(crate) fn intern(&mut self, s: &str) -> (u64, bool) {
+    pub(crate) fn intern(&mut self, s: &str, fixed: bool) -> (u64, bool) {
         let addr = s.as_ptr() as usize;
         // Multiplied so that strings a few bytes apart (the field names of
         // one call site sit next to each other) land in different slots.
         let slot =
             (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15_u64 as usize) >> (usize::BITS - RECENT_BITS)) % RECENT;
-        let (seen, iid) = self.recent.0[slot];
-        if seen == addr && iid != 0 && self.names.get(iid as usize - 1).is_some_and(|n| **n == *s) {
-            return (iid, false);
+        let (seen, len, iid) = self.recent.0[slot];
+        if seen == addr && iid != 0 {
+            // A slot filled by a `'static` lookup answers another one by its
+            // length; anything else is checked against the text.
+            if fixed && len == s.len() | FIXED {
+                return (iid, false);
+            }
+            if self.names.get(iid as usize - 1).is_some_and(|n| **n == *s) {
+                return (iid, false);
+            }
         }
-        self.intern_by_text(s, slot)
+        self.intern_by_text(s, slot, fixed)
     }
 
     /// [`Interner::intern`] for a string the table by address does not
     /// answer: found by its text, or interned now.
     #[inline(never)]
-    fn intern_by_text(&mut self, s: &str, slot: usize) -> (u64, bool) {
+    fn intern_by_text(&mut self, s: &str, slot: usize, fixed: bool) -> (u64, bool) {
         let found = match self.iids.get(s) {
             Some(&iid) => (iid, false),
             None => {
@@ -101,7 +117,8 @@ impl Interner {
                 (iid, true)
             }
         };
-        self.recent.0[slot] = (s.as_ptr() as usize, found.0);
+        let len = if fixed { s.len() | FIXED } else { s.len() };
+        self.recent.0[slot] = (s.as_ptr() as usize, len, found.0);
         found
     }
 }
@@ -114,12 +131,31 @@ mod tests {
     fn a_new_string_at_the_address_of_an_interned_one_gets_its_own_iid() {
         let mut interner = Interner::default();
         let mut buf = String::from("compile");
-        assert_eq!(interner.intern(&buf), (1, true));
-        assert_eq!(interner.intern(&buf), (1, false), "the same string, found by its address");
+        assert_eq!(interner.intern(&buf, false), (1, true));
+        assert_eq!(interner.intern(&buf, false), (1, false), "the same string, found by its address");
         // Other text at the same address: the address alone must not answer.
         buf.replace_range(.., "linking");
-        assert_eq!(interner.intern(&buf), (2, true));
-        assert_eq!(interner.intern("compile"), (1, false), "found by its text from anywhere");
-        assert_eq!(interner.intern(&buf), (2, false));
+        assert_eq!(interner.intern(&buf, false), (2, true));
+        assert_eq!(interner.intern("compile", false), (1, false), "found by its text from anywhere");
+        assert_eq!(interner.intern(&buf, false), (2, false));
+    }
+
+    #[test]
+    fn a_static_string_is_answered_by_its_address_and_length_and_nothing_else_is() {
+        static TEXT: &str = "compile_unit";
+        let mut interner = Interner::default();
+        assert_eq!(interner.intern(TEXT, true), (1, true));
+        assert_eq!(interner.intern(TEXT, true), (1, false));
+        // A prefix at the same address (a linker may merge the two) is its own string.
+        assert_eq!(interner.intern(&TEXT[..7], true), (2, true));
+        assert_eq!(interner.intern(&TEXT[..7], true), (2, false));
+        assert_eq!(interner.intern(TEXT, true), (1, false));
+        // A buffer looked up as borrowed, then reused with other text of the
+        // same length and looked up as static: the slot it left must not
+        // answer, since it was not filled by a static lookup.
+        let mut buf = String::from("compile_unit");
+        assert_eq!(interner.intern(&buf, false), (1, false));
+        buf.replace_range(.., "linking_unit");
+        assert_eq!(interner.intern(&buf, true), (3, true), "new text is a new string");
     }
 }

@@ -249,8 +249,8 @@ impl Sink for PerfettoSink {
             Event::SpanBegin { thread, ts, site, fields, thread_cpu_ns, .. } => {
                 state.span_begin(thread, ts, site, fields, thread_cpu_ns, out)
             }
-            Event::SpanEnd { thread, ts, recorded, unclosed, cpu, .. } => {
-                state.span_end(thread, ts, recorded, unclosed, cpu, out)
+            Event::SpanEnd { thread, ts, site, recorded, unclosed, cpu, .. } => {
+                state.span_end(thread, ts, recorded, site.has_static_text(), unclosed, cpu, out)
             }
             Event::Instant { thread, ts, site, fields, .. } => state.instant(thread, ts, site, fields, out),
             Event::Lane(ref slice) => state.lane(slice, out),
@@ -313,13 +313,8 @@ mod tests {
         ALLOCATIONS.with(Cell::get)
     }
 
-    const COMPILE: Site<'static> = Site {
-        name: "compile",
-        target: "cabin::build",
-        level: trace_core::Level::INFO,
-        file: Some("src/build.rs"),
-        line: Some(12),
-    };
+    const COMPILE: Site<'static> =
+        Site::new("compile", "cabin::build", trace_core::Level::INFO, Some("src/build.rs"), Some(12));
 
     fn test_start() -> Start<'static> {
         Start {

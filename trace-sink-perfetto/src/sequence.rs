@@ -103,8 +103,9 @@ impl Sequence {
         if spec.is_bare() {
             return self.bare_event(enc, out, spec.ts, spec.kind);
         }
-        let name = spec.name.map(|s| (self.event_names.intern(s), s));
-        let category = spec.category.map(|s| (self.categories.intern(s), s));
+        let fixed = spec.static_text;
+        let name = spec.name.map(|s| (self.event_names.intern(s, fixed), s));
+        let category = spec.category.map(|s| (self.categories.intern(s, fixed), s));
         let mut new_strings =
             matches!(name, Some(((_, true), _))) || matches!(category, Some(((_, true), _)));
         let mut text = spec.name.map_or(0, str::len) + spec.category.map_or(0, str::len);
@@ -113,7 +114,7 @@ impl Sequence {
         }
         enc.annotations.clear();
         for field in spec.fields.iter().chain(spec.extra) {
-            let (iid, new) = self.annotation_names.intern(field.name);
+            let (iid, new) = self.annotation_names.intern(field.name, fixed);
             enc.annotations.push((iid, new));
             new_strings |= new;
             text += field.name.len();
@@ -332,13 +333,14 @@ mod tests {
         out: &mut dyn Write,
         spec: &EventSpec<'_>,
     ) -> io::Result<()> {
-        fn intern(interner: &mut Interner, s: &str, new: &mut Vec<InternedName>) -> u64 {
-            let (iid, first) = interner.intern(s);
+        let fixed = spec.static_text;
+        let intern = |interner: &mut Interner, s: &str, new: &mut Vec<InternedName>| -> u64 {
+            let (iid, first) = interner.intern(s, fixed);
             if first {
                 new.push(InternedName { iid: Some(iid), name: Some(s.to_string()) });
             }
             iid
-        }
+        };
         let mut interned = InternedData::default();
         let name_iid = spec.name.map(|s| intern(&mut seq.event_names, s, &mut interned.event_names));
         let category_iids: Vec<u64> = spec
@@ -550,6 +552,8 @@ mod tests {
                         extra_counter: ev.extra_counter,
                         flow_ids: &ev.flows.0,
                         terminating_flow_ids: &ev.flows.1,
+                        // Owned strings: answered by their text.
+                        static_text: false,
                     };
                     hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
                     event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();

@@ -392,6 +392,7 @@ impl State {
             fields,
             extra: &extra[..extras],
             full_name,
+            static_text: site.has_static_text(),
             ..EventSpec::default()
         };
         let written = self.thread_event(thread, &spec, out);
@@ -519,6 +520,7 @@ impl State {
             fields,
             extra_counter: self.cpu_sample(thread, thread_cpu_ns, out)?,
             terminating_flow_ids: &ending,
+            static_text: site.has_static_text(),
             ..EventSpec::default()
         };
         let written = self.thread_event(thread, &spec, out);
@@ -526,12 +528,15 @@ impl State {
         written
     }
 
-    /// A span ended: its slice ends, with the fields recorded since its begin.
+    /// A span ended: its slice ends, with the fields recorded since its begin
+    /// (named by `'static` strings when `static_text`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn span_end(
         &mut self,
         thread: Tid,
         ts: u64,
         recorded: &[Field<'_>],
+        static_text: bool,
         unclosed: bool,
         cpu: Option<ThreadCpu>,
         out: &mut dyn Write,
@@ -546,6 +551,7 @@ impl State {
             fields: recorded,
             extra: if unclosed { &UNCLOSED } else { &[] },
             extra_counter: self.cpu_sample(thread, cpu.map(|c| c.end_ns), out)?,
+            static_text,
             ..EventSpec::default()
         };
         self.thread_event(thread, &spec, out)
@@ -599,6 +605,7 @@ impl State {
             name: Some(site.name),
             category: Some(site.target),
             fields,
+            static_text: site.has_static_text(),
             ..EventSpec::default()
         };
         self.process.event(&mut self.enc, out, &begin)?;

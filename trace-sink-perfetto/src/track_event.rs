@@ -40,6 +40,10 @@ pub(crate) struct EventSpec<'a> {
     pub flow_ids: &'a [u64],
     /// `TrackEvent.terminating_flow_ids`: the flows that end at it.
     pub terminating_flow_ids: &'a [u64],
+    /// `name`, `category` and the names of `fields` and `extra` are `'static`
+    /// (a `tracing` call site's, [`trace_core::Site::has_static_text`], and
+    /// the sink's own literals): the interners may answer them by address.
+    pub static_text: bool,
 }
 
 impl EventSpec<'_> {
@@ -62,6 +66,7 @@ impl EventSpec<'_> {
             extra_counter,
             flow_ids,
             terminating_flow_ids,
+            static_text: _,
         } = self;
         track.is_none()
             && extra_counter.is_none()

@@ -20,12 +20,16 @@ struct Acc {
     cpu_ns: Option<u64>,
     unclosed: u64,
     /// In the order the names first came: a span has a few fields, found
-    /// faster by a scan than by a tree's string comparisons.
-    field_sums: Vec<(String, i128)>,
+    /// faster by a scan than by a tree's string comparisons. The third value
+    /// is the address of the name when it was last found as a `'static`
+    /// string (a call site's), else 0: such a name is then recognised by its
+    /// address and length.
+    field_sums: Vec<(String, i128, usize)>,
 }
 
 impl Acc {
-    fn add(&mut self, ns: u64, cpu_ns: Option<u64>, unclosed: bool, fields: &[Field<'_>]) {
+    /// `fixed`: the fields' names are `'static` ([`trace_core::Site::has_static_text`]).
+    fn add(&mut self, ns: u64, cpu_ns: Option<u64>, unclosed: bool, fields: &[Field<'_>], fixed: bool) {
         self.count += 1;
         self.total_ns += ns;
         if let Some(cpu) = cpu_ns {
@@ -36,13 +40,19 @@ impl Acc {
             if let Some(v) = f.value.as_integer() {
                 // A call site's fields come in the same order every time: try
                 // the same position first.
+                let addr = if fixed { f.name.as_ptr() as usize } else { 0 };
                 let at = match self.field_sums.get(i) {
-                    Some((name, _)) if name == f.name => Some(i),
-                    _ => self.field_sums.iter().position(|(name, _)| name == f.name),
+                    Some((name, _, a)) if fixed && *a == addr && name.len() == f.name.len() => Some(i),
+                    Some((name, _, _)) if name == f.name => Some(i),
+                    _ => self.field_sums.iter().position(|(name, _, _)| name == f.name),
                 };
                 match at {
-                    Some(at) => self.field_sums[at].1 = self.field_sums[at].1.saturating_add(v),
-                    None => self.field_sums.push((f.name.to_owned(), v)),
+                    Some(at) => {
+                        let (_, sum, a) = &mut self.field_sums[at];
+                        *sum = sum.saturating_add(v);
+                        *a = addr;
+                    }
+                    None => self.field_sums.push((f.name.to_owned(), v, addr)),
                 }
             }
         }
@@ -79,12 +89,13 @@ type Names<V> = HashMap<String, V, BuildHasherDefault<NameHasher>>;
 const RECENT: usize = 256;
 
 /// A direct-mapped cache from the addresses of a span's name and target to
-/// its index in [`SummarySink::spans`].
-struct Recent(Box<[(usize, usize, usize)]>);
+/// its index in [`SummarySink::spans`], and whether the two were `'static`
+/// when the slot was filled.
+struct Recent(Box<[(usize, usize, usize, bool)]>);
 
 impl Default for Recent {
     fn default() -> Self {
-        Recent(vec![(0, 0, usize::MAX); RECENT].into_boxed_slice())
+        Recent(vec![(0, 0, usize::MAX, false); RECENT].into_boxed_slice())
     }
 }
 
@@ -138,20 +149,27 @@ impl SummarySink {
     }
 
     /// The index in `spans` of the totals of `name` and `target`, made if new.
+    /// `fixed`: both are `'static` ([`trace_core::Site::has_static_text`]).
     #[inline]
-    fn index_of(&mut self, name: &str, target: &str) -> usize {
+    fn index_of(&mut self, name: &str, target: &str, fixed: bool) -> usize {
         let slot = Recent::slot(name, target);
-        let (n, t, index) = self.recent.0[slot];
+        let (n, t, index, was_fixed) = self.recent.0[slot];
         if n == name.as_ptr() as usize && t == target.as_ptr() as usize {
-            // The same addresses, but the text is what decides.
             if let Some((sn, st, _)) = self.spans.get(index) {
-                if sn == name && st == target {
+                // `'static` text at the same addresses and lengths is the same
+                // text; otherwise the text is what decides.
+                let same = if fixed && was_fixed {
+                    sn.len() == name.len() && st.len() == target.len()
+                } else {
+                    sn == name && st == target
+                };
+                if same {
                     return index;
                 }
             }
         }
         let index = self.index_by_text(name, target);
-        self.recent.0[slot] = (name.as_ptr() as usize, target.as_ptr() as usize, index);
+        self.recent.0[slot] = (name.as_ptr() as usize, target.as_ptr() as usize, index, fixed);
         index
     }
 
@@ -225,9 +243,10 @@ impl Sink for SummarySink {
             Event::SpanEnd { ts, begin_ts, site, fields, unclosed, cpu, .. } => {
                 let ns = ts.saturating_sub(begin_ts);
                 let cpu = cpu.map(|c| c.ns());
-                let index = self.index_of(site.name, site.target);
+                let fixed = site.has_static_text();
+                let index = self.index_of(site.name, site.target, fixed);
                 if let Some((_, _, acc)) = self.spans.get_mut(index) {
-                    acc.add(ns, cpu, unclosed, fields);
+                    acc.add(ns, cpu, unclosed, fields, fixed);
                 }
             }
             Event::Instant { .. } => self.events += 1,
@@ -275,7 +294,7 @@ impl Sink for SummarySink {
                 total_inclusive_us: a.total_ns / 1000,
                 total_inclusive_thread_cpu_us: a.cpu_ns.map(|ns| ns / 1000),
                 unclosed: a.unclosed,
-                field_sums: a.field_sums.into_iter().collect(),
+                field_sums: a.field_sums.into_iter().map(|(name, sum, _)| (name, sum)).collect(),
             })
             .collect();
         spans.sort_by(|a, b| {
@@ -335,5 +354,49 @@ impl Sink for SummarySink {
         let mut text = serde_json::to_vec_pretty(&timings).map_err(io::Error::other)?;
         text.push(b'\n');
         out.write_all(&text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use trace_core::{Field, Value};
+
+    use super::*;
+
+    static TEXT: &str = "download_bytes";
+
+    #[test]
+    fn static_names_at_one_address_with_other_lengths_are_other_names() {
+        let mut sink = SummarySink::new();
+        // A linker may put a name and its prefix at one address.
+        let (long, short) = (TEXT, &TEXT[..8]);
+        let a = sink.index_of(long, "t", true);
+        assert_eq!(sink.index_of(long, "t", true), a);
+        let b = sink.index_of(short, "t", true);
+        assert_ne!(a, b, "the prefix is its own span name");
+        assert_eq!(sink.index_of(long, "t", true), a);
+        assert_eq!(sink.index_of(long, "t", false), a, "found by its text too");
+
+        let mut acc = Acc::default();
+        let fields = |n: u64| {
+            [Field { name: long, value: Value::U64(n) }, Field { name: short, value: Value::U64(1) }]
+        };
+        acc.add(1, None, false, &fields(5), true);
+        acc.add(1, None, false, &fields(7), true);
+        acc.add(1, None, false, &fields(9), false);
+        let sums: Vec<(&str, i128)> = acc.field_sums.iter().map(|(n, s, _)| (n.as_str(), *s)).collect();
+        assert_eq!(sums, [(long, 21), (short, 3)]);
+    }
+
+    #[test]
+    fn a_reused_buffer_is_checked_by_its_text_even_after_static_lookups() {
+        let mut sink = SummarySink::new();
+        let mut buf = String::from("compile");
+        let a = sink.index_of(&buf, "t", false);
+        buf.replace_range(.., "linking");
+        // The slot was filled by a borrowed lookup: its text decides.
+        let b = sink.index_of(&buf, "t", true);
+        assert_ne!(a, b);
+        assert_eq!(sink.spans[b].0, "linking");
     }
 }

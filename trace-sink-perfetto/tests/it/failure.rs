@@ -45,8 +45,7 @@ fn a_write_failure_mid_capture_is_kept_and_the_sink_goes_on_without_panicking() 
     for limit in [0, 1, 10, 100, 300] {
         let mut sink = PerfettoSink::new();
         let mut out = CheckedWriter::new(Full { limit, got: 0 });
-        let site =
-            Site { name: "compile", target: "cabin::build", level: Level::INFO, file: None, line: None };
+        let site = Site::new("compile", "cabin::build", Level::INFO, None, None);
         let fields = [Field { name: "unit", value: Value::Str("main.c") }];
         sink.start(&start(), &mut out).unwrap();
         for i in 0..50u64 {

@@ -211,7 +211,7 @@ fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
     ];
     for (name, target, ns, files, unclosed, cpu) in ends {
         let fields = [Field { name: "files", value: Value::U64(files) }];
-        let site = Site { name, target, level: Level::INFO, file: None, line: None };
+        let site = Site::new(name, target, Level::INFO, None, None);
         let end = Event::SpanEnd {
             thread: 1,
             ts: 10_000_000 + ns,
