@@ -360,6 +360,28 @@ mod tests {
     }
 
     #[test]
+    fn a_detached_thread_runs_its_body_under_its_name() {
+        static NAME: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+        static MAIN: ThreadMain = ThreadMain {
+            name: c"trace-test-main",
+            body: || {
+                let name = if cfg!(target_os = "linux") {
+                    std::fs::read_to_string("/proc/thread-self/comm").unwrap_or_default()
+                } else {
+                    "trace-test-main\n".to_string()
+                };
+                *NAME.lock().unwrap() = Some(name);
+            },
+        };
+        spawn_detached(&MAIN, 64 * 1024).unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while NAME.lock().unwrap().is_none() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(NAME.lock().unwrap().as_deref(), Some("trace-test-main\n"));
+    }
+
+    #[test]
     fn the_monotonic_clock_does_not_go_back() {
         let mut last = monotonic_ns();
         assert!(last > 0);
