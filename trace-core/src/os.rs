@@ -111,6 +111,28 @@ impl Default for ProcessSampler {
     }
 }
 
+/// A thread's name and body, kept in a `static`: what [`spawn_detached`] starts.
+pub(crate) struct ThreadMain {
+    /// Up to 15 bytes are kept on Linux.
+    pub(crate) name: &'static std::ffi::CStr,
+    pub(crate) body: fn(),
+}
+
+/// Starts `main` on a thread of its own with a stack of `stack_bytes`, never
+/// joined: it ends with the process.
+///
+/// On Unix through `pthread_create`, not `std::thread`: a `std` thread's
+/// start-up also asks for the bounds of its stack (which allocates, and so
+/// sets up the thread's `malloc` arena) and maps an alternate signal stack
+/// for its overflow message, ten system calls that the new thread makes
+/// while the one that started it goes on (it preempts that one on a busy
+/// machine). Such a thread has no `std::thread::current()` name and no
+/// overflow message: a body that needs neither, and whose stack use is
+/// small and bounded, is what it is for. On Windows a `std` thread.
+pub(crate) fn spawn_detached(main: &'static ThreadMain, stack_bytes: usize) -> io::Result<()> {
+    platform::spawn_detached(main, stack_bytes)
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
@@ -143,8 +165,10 @@ pub fn startup_resolution_us() -> u64 {
 /// monotonic clock.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(crate) fn kernel_keeps_time_with_the_counter() -> bool {
-    std::fs::read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-        .is_ok_and(|source| source.trim_ascii() == b"tsc")
+    // The name of the source and a newline; one read (see `read_small`).
+    let mut buf = [0u8; 64];
+    platform::read_small("/sys/devices/system/clocksource/clocksource0/current_clocksource", &mut buf)
+        .is_some_and(|source| source.trim_ascii() == b"tsc")
 }
 
 /// Why some process figures are `None` on this platform, or `None` when every
@@ -216,6 +240,9 @@ impl Cpu {
 pub struct Usage {
     /// `None` where the platform does not read it.
     me: Option<Cpu>,
+    /// The process's peak resident set in KiB as the same reading gave it
+    /// (on Linux, it may be one from before the exec).
+    me_peak_kib: Option<u64>,
     children: Option<Cpu>,
 }
 
@@ -223,7 +250,7 @@ impl Usage {
     /// Reads both now.
     pub fn now() -> Usage {
         let (me, children) = platform::cpu_now();
-        Usage { me, children }
+        Usage { me: me.map(|(cpu, _)| cpu), me_peak_kib: me.map(|(_, peak)| peak), children }
     }
 
     /// What the capture that started at `start` used, this being its finish.
@@ -238,7 +265,7 @@ impl Usage {
         let startup = start.me.zip(image).map(|(then, image)| then.minus(image));
         // Usage is read where waits can report it; elsewhere nothing was waited with usage.
         let waited = kids.map(|_| children.count.load(Ordering::Acquire));
-        let (self_max_rss_kib, self_max_rss_since) = match platform::self_peak_kib() {
+        let (self_max_rss_kib, self_max_rss_since) = match platform::self_peak_kib(self.me_peak_kib) {
             Some((kib, since)) => (Some(kib), Some(since)),
             None => (None, None),
         };
@@ -330,6 +357,28 @@ mod tests {
         let grown = second.resident_bytes.unwrap().saturating_sub(rss);
         assert!(grown > 56 << 20, "touching 64 MiB grew the resident set by {grown} bytes");
         assert!(second.cpu_ns.unwrap() > cpu, "{first:?} then {second:?}");
+    }
+
+    #[test]
+    fn a_detached_thread_runs_its_body_under_its_name() {
+        static NAME: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+        static MAIN: ThreadMain = ThreadMain {
+            name: c"trace-test-main",
+            body: || {
+                let name = if cfg!(target_os = "linux") {
+                    std::fs::read_to_string("/proc/thread-self/comm").unwrap_or_default()
+                } else {
+                    "trace-test-main\n".to_string()
+                };
+                *NAME.lock().unwrap() = Some(name);
+            },
+        };
+        spawn_detached(&MAIN, 64 * 1024).unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while NAME.lock().unwrap().is_none() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(NAME.lock().unwrap().as_deref(), Some("trace-test-main\n"));
     }
 
     #[test]

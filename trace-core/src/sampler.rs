@@ -12,18 +12,23 @@
 //! joining a thread of its own cost each capture about 100 µs here, more than
 //! the rest of a short capture's fixed cost. It never blocks the command:
 //! sending into a writer's channel does not wait.
+//!
+//! The first capture to sample puts itself in the list before it starts the
+//! thread, so the thread finds it there and sleeps once, until the first
+//! sample is due, instead of parking until the capture wakes it. The thread
+//! is started with [`os::spawn_detached`], whose start-up makes no system
+//! call of `std`'s on top of `pthread_create`'s. A capture's start in a
+//! fresh process thus pays for the thread's creation and little more.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
-use std::thread::Thread;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
-use parking_lot::Mutex;
 
 use crate::buffer::Msg;
-use crate::os::ProcessSampler;
+use crate::os::{self, ProcessSampler, ThreadMain};
 
 /// A capture's place in the sampler's list; [`Sampler::stop`] takes it out.
 pub(crate) struct Sampler {
@@ -42,27 +47,42 @@ struct Entry {
 }
 
 impl Entry {
-    fn due(&self) -> Instant {
-        self.start + self.interval.saturating_mul(self.ticks)
+    /// `None` for an interval so long that the sample would be due past what
+    /// an `Instant` holds: never.
+    fn due(&self) -> Option<Instant> {
+        self.start.checked_add(self.interval.saturating_mul(self.ticks))
     }
 }
 
 /// The running captures, and the reader of the process's figures that the
 /// thread and the captures' first and last samples share (it keeps a file
-/// open).
+/// open). `std`'s mutex and condition variable rather than `parking_lot`'s,
+/// whose first wait on a thread allocates (see [`os::spawn_detached`]).
+struct State {
+    entries: Vec<Entry>,
+    reader: ProcessSampler,
+}
+
 struct Shared {
-    entries: Mutex<Vec<Entry>>,
-    reader: Mutex<ProcessSampler>,
-    thread: OnceLock<Thread>,
+    state: Mutex<State>,
+    /// Signalled when a capture joins the list of a running thread.
+    joined: Condvar,
+    /// Whether the thread runs; set once it was started.
+    running: AtomicBool,
 }
 
 fn shared() -> &'static Shared {
     static SHARED: OnceLock<Shared> = OnceLock::new();
     SHARED.get_or_init(|| Shared {
-        entries: Mutex::new(Vec::new()),
-        reader: Mutex::new(ProcessSampler::new()),
-        thread: OnceLock::new(),
+        state: Mutex::new(State { entries: Vec::new(), reader: ProcessSampler::new() }),
+        joined: Condvar::new(),
+        running: AtomicBool::new(false),
     })
+}
+
+/// Nothing that holds the lock panics; a poisoned lock is used as it is.
+fn lock(shared: &Shared) -> MutexGuard<'_, State> {
+    shared.state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -77,25 +97,38 @@ impl Sampler {
             return Err(io::Error::other("the test refused the thread"));
         }
         let shared = shared();
-        let thread = match shared.thread.get() {
-            Some(t) => t.clone(),
-            None => start_thread(shared)?,
-        };
-        let _ = tx.send(Msg::Sample(shared.reader.lock().sample()));
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let entry = Entry { id, tx: tx.clone(), start: Instant::now(), interval, ticks: 1 };
-        shared.entries.lock().push(entry);
-        thread.unpark();
+        {
+            let mut state = lock(shared);
+            let _ = tx.send(Msg::Sample(state.reader.sample()));
+            let entry = Entry { id, tx: tx.clone(), start: Instant::now(), interval, ticks: 1 };
+            state.entries.push(entry);
+        }
+        let started = match shared.running.load(Ordering::Acquire) {
+            true => Ok(false),
+            false => start_thread(shared),
+        };
+        match started {
+            // A thread that was just started finds the capture in the list.
+            Ok(true) => {}
+            // A running one may sleep until another capture's next sample.
+            Ok(false) => shared.joined.notify_one(),
+            Err(e) => {
+                // The first sample is the capture's only one.
+                lock(shared).entries.retain(|e| e.id != id);
+                return Err(e);
+            }
+        }
         Ok(Sampler { id: Some(id), tx })
     }
 
     /// Takes the capture out of the thread's list, then its last sample.
     pub(crate) fn stop(&mut self) {
         let Some(id) = self.id.take() else { return };
-        let shared = shared();
+        let mut state = lock(shared());
         // Under the lock: once out of the list, the thread sends it nothing more.
-        shared.entries.lock().retain(|e| e.id != id);
-        let _ = self.tx.send(Msg::Sample(shared.reader.lock().sample()));
+        state.entries.retain(|e| e.id != id);
+        let _ = self.tx.send(Msg::Sample(state.reader.sample()));
     }
 }
 
@@ -105,47 +138,47 @@ impl Drop for Sampler {
     }
 }
 
-/// Starts the process's sampler thread (once: a racing start keeps the first).
+/// Starts the process's sampler thread, unless a racing start did: whether
+/// this call started it.
 #[cold]
-fn start_thread(shared: &'static Shared) -> io::Result<Thread> {
-    static STARTING: Mutex<()> = parking_lot::const_mutex(());
-    let _one = STARTING.lock();
-    if let Some(t) = shared.thread.get() {
-        return Ok(t.clone());
+fn start_thread(shared: &'static Shared) -> io::Result<bool> {
+    static STARTING: Mutex<()> = Mutex::new(());
+    static MAIN: ThreadMain = ThreadMain { name: c"trace-sampler", body: run };
+    let _one = STARTING.lock().unwrap_or_else(PoisonError::into_inner);
+    if shared.running.load(Ordering::Acquire) {
+        return Ok(false);
     }
-    let handle = std::thread::Builder::new()
-        .name("trace-sampler".into())
-        // It holds a few integers and the reader's small buffer.
-        .stack_size(64 * 1024)
-        .spawn(move || run(shared))?;
-    let thread = handle.thread().clone();
-    // Never joined: it parks while no capture runs, and ends with the process.
-    drop(handle);
-    let _ = shared.thread.set(thread.clone());
-    Ok(thread)
+    // It holds a few integers and the reader's small buffer.
+    os::spawn_detached(&MAIN, 64 * 1024)?;
+    shared.running.store(true, Ordering::Release);
+    Ok(true)
 }
 
-/// The thread's body: the samples that are due, then a sleep until the next.
-fn run(shared: &'static Shared) {
+/// The thread's body: the samples that are due, then a sleep until the next
+/// (or until a capture joins).
+fn run() {
+    let shared = shared();
+    let mut state = lock(shared);
     loop {
-        let wait = {
-            let mut entries = shared.entries.lock();
-            let now = Instant::now();
-            let mut sample = None;
-            for e in entries.iter_mut().filter(|e| e.due() <= now) {
-                let reading = *sample.get_or_insert_with(|| shared.reader.lock().sample());
-                let _ = e.tx.send(Msg::Sample(reading));
-                // The next point of the grid after now.
-                while e.due() <= now {
-                    e.ticks = e.ticks.saturating_add(1);
-                }
+        let now = Instant::now();
+        let mut sample = None;
+        let State { entries, reader } = &mut *state;
+        for e in entries.iter_mut().filter(|e| e.due().is_some_and(|due| due <= now)) {
+            let reading = *sample.get_or_insert_with(|| reader.sample());
+            let _ = e.tx.send(Msg::Sample(reading));
+            // The next point of the grid after now.
+            while e.due().is_some_and(|due| due <= now) {
+                e.ticks = e.ticks.saturating_add(1);
             }
-            entries.iter().map(Entry::due).min().map(|next| next.saturating_duration_since(Instant::now()))
-        };
-        match wait {
-            Some(d) => std::thread::park_timeout(d),
-            None => std::thread::park(),
         }
+        let next = entries.iter().filter_map(Entry::due).min();
+        state = match next {
+            Some(next) => {
+                let wait = next.saturating_duration_since(Instant::now());
+                shared.joined.wait_timeout(state, wait).unwrap_or_else(PoisonError::into_inner).0
+            }
+            None => shared.joined.wait(state).unwrap_or_else(PoisonError::into_inner),
+        };
     }
 }
 

@@ -3,7 +3,7 @@
 use std::io;
 use std::process::{Child, ExitStatus};
 
-use super::{ChildUsage, Cpu};
+use super::{ChildUsage, Cpu, ThreadMain};
 use crate::event::Since;
 
 pub(super) const MISSING: Option<&str> =
@@ -77,11 +77,20 @@ impl Sampler {
     }
 }
 
-pub(super) fn cpu_now() -> (Option<Cpu>, Option<Cpu>) {
+/// Starts `main` on a `std` thread that is never joined.
+pub(super) fn spawn_detached(main: &'static ThreadMain, stack_bytes: usize) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name(main.name.to_string_lossy().into_owned())
+        .stack_size(stack_bytes)
+        .spawn(main.body)
+        .map(drop)
+}
+
+pub(super) fn cpu_now() -> (Option<(Cpu, u64)>, Option<Cpu>) {
     (None, None)
 }
 
-pub(super) fn self_peak_kib() -> Option<(u64, Since)> {
+pub(super) fn self_peak_kib(_peak: Option<u64>) -> Option<(u64, Since)> {
     None
 }
 
