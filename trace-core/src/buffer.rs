@@ -299,16 +299,45 @@ pub(crate) struct Taken {
 }
 
 impl ThreadBuf {
-    fn new(index: u32, tid: Tid, name: String, batch: Batch, registered: u64) -> ThreadBuf {
-        ThreadBuf {
-            index,
-            tid,
-            name,
-            registered,
-            busy: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-            local: UnsafeCell::new(Local { batch, closed: false, last_ts: registered, seq: 0 }),
-            spans: SpanRing::new(),
+    /// A buffer built where it will live: the ring of recent spans (8 KiB)
+    /// is zeroed in place rather than assembled on the stack and copied, a
+    /// copy that was a third of a short capture's thread registration.
+    fn new_shared(index: u32, tid: Tid, name: String, batch: Batch, registered: u64) -> Arc<ThreadBuf> {
+        let mut uninit = Arc::<ThreadBuf>::new_uninit();
+        // A new `Arc` has no other reference; were it otherwise, the buffer
+        // is built on the stack and moved, as any value.
+        let Some(slot) = Arc::get_mut(&mut uninit) else {
+            return Arc::new(ThreadBuf {
+                index,
+                tid,
+                name,
+                registered,
+                busy: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+                local: UnsafeCell::new(Local { batch, closed: false, last_ts: registered, seq: 0 }),
+                spans: SpanRing::new(),
+            });
+        };
+        let p = slot.as_mut_ptr();
+        // SAFETY: `p` points to the new allocation, which nothing else can
+        // reach yet; each field is written once, with `write`, before
+        // `assume_init`. The ring is all atomics (an integer, a pointer, a
+        // bool), for which all zero bytes are a valid value: every entry free.
+        unsafe {
+            std::ptr::addr_of_mut!((*p).index).write(index);
+            std::ptr::addr_of_mut!((*p).tid).write(tid);
+            std::ptr::addr_of_mut!((*p).name).write(name);
+            std::ptr::addr_of_mut!((*p).registered).write(registered);
+            std::ptr::addr_of_mut!((*p).busy).write(AtomicBool::new(false));
+            std::ptr::addr_of_mut!((*p).closed).write(AtomicBool::new(false));
+            std::ptr::addr_of_mut!((*p).local).write(UnsafeCell::new(Local {
+                batch,
+                closed: false,
+                last_ts: registered,
+                seq: 0,
+            }));
+            std::ptr::addr_of_mut!((*p).spans).write_bytes(0, 1);
+            uninit.assume_init()
         }
     }
 
@@ -443,8 +472,7 @@ impl Threads {
         // Under the lock: a writer that has seen the list knows this thread
         // records nothing stamped before it registered.
         let registered = self.stamps.now();
-        let buf =
-            Arc::new(ThreadBuf::new(list.len() as u32, tid, name, self.handoff.fresh_batch(), registered));
+        let buf = ThreadBuf::new_shared(list.len() as u32, tid, name, self.handoff.fresh_batch(), registered);
         list.push(buf.clone());
         self.by_index.write().push(buf.clone());
         Some(buf)

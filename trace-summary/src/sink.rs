@@ -350,8 +350,10 @@ impl Sink for SummarySink {
             lanes: std::mem::take(&mut self.lanes),
         };
         // Into memory first: serde's many small writes would each go through
-        // the checked writer; one write of the whole text costs less.
-        let mut text = serde_json::to_vec_pretty(&timings).map_err(io::Error::other)?;
+        // the checked writer; one write of the whole text costs less. Room
+        // for a short command's text, so that it is not grown piece by piece.
+        let mut text = Vec::with_capacity(8 * 1024);
+        serde_json::to_writer_pretty(&mut text, &timings).map_err(io::Error::other)?;
         text.push(b'\n');
         out.write_all(&text)
     }
