@@ -119,12 +119,16 @@ impl Handoff {
         }
     }
 
-    /// Whether a batch of `bytes` handed over now would pass the budget, and
-    /// waiting for the writer could make room for it.
+    /// Whether waiting for the writer could make room for a batch whose
+    /// reservation failed: the writer runs and is not stuck, the capture is
+    /// not finishing, and this is not the writer itself.
+    ///
+    /// Asked only after a failed [`Handoff::try_reserve`], never instead of
+    /// one: a thread that read the budget as having room, and then lost that
+    /// room to another thread's reservation, would otherwise drop its batch.
     #[inline]
-    fn should_wait(&self, bytes: usize) -> bool {
-        self.in_flight.load(Ordering::Relaxed) + bytes > self.budget
-            && self.writer_running.load(Ordering::Acquire)
+    fn can_wait(&self) -> bool {
+        self.writer_running.load(Ordering::Acquire)
             && !self.gave_up.load(Ordering::Relaxed)
             && !self.closed.load(Ordering::Relaxed)
             && !ON_WRITER.try_with(Cell::get).unwrap_or(true)
@@ -194,18 +198,6 @@ impl Handoff {
             return false;
         }
         true
-    }
-
-    /// Sends `local`'s batch to the writer, or, past the budget, drops and
-    /// counts its records and sends a gap in their place. Called with the
-    /// buffer claimed. Never blocks.
-    fn hand_over(&self, index: u32, local: &mut Local) {
-        let bytes = local.batch.bytes();
-        if self.try_reserve(bytes) {
-            self.send_reserved(index, local, bytes);
-        } else {
-            self.drop_batch(index, local);
-        }
     }
 
     /// Drops `local`'s batch, counting its records, and tells the writer.
@@ -544,11 +536,15 @@ impl Threads {
         let ts = if stamp { local.stamp(&self.stamps) } else { local.last_ts };
         fill(&mut local.batch, ts);
         if local.batch.is_full() {
-            if self.handoff.should_wait(local.batch.bytes()) {
+            let (handoff, bytes) = (&self.handoff, local.batch.bytes());
+            if handoff.try_reserve(bytes) {
+                handoff.send_reserved(buf.index, &mut local, bytes);
+            } else if handoff.can_wait() {
                 drop(local);
                 return self.hand_over_after_waiting(buf);
+            } else {
+                handoff.drop_batch(buf.index, &mut local);
             }
-            self.handoff.hand_over(buf.index, &mut local);
             return Filled::HandedOver;
         }
         Filled::Stored
@@ -579,7 +575,7 @@ impl Threads {
                 handoff.send_reserved(buf.index, &mut local, bytes);
                 return;
             }
-            if !handoff.should_wait(bytes) {
+            if !handoff.can_wait() {
                 handoff.drop_batch(buf.index, &mut local);
                 return;
             }

@@ -9,12 +9,14 @@ use std::sync::Arc;
 
 use trace_core::{Config, Event, Finish, Session, Sink};
 
-/// Sleeps on every thousandth event, far slower than the producers; and, with
-/// `stuck_ms`, that long on its first event.
+/// Sleeps on every `pause_every`th event, far slower than the producers;
+/// and, with `stuck_ms`, that long on its first event.
 struct Slow {
     delivered: Arc<AtomicU64>,
     n: u64,
     stuck_ms: u64,
+    /// Sleeps a millisecond every this many events (0: never).
+    pause_every: u64,
 }
 
 impl Sink for Slow {
@@ -32,7 +34,7 @@ impl Sink for Slow {
         if self.n == 1 && self.stuck_ms > 0 {
             std::thread::sleep(std::time::Duration::from_millis(self.stuck_ms));
         }
-        if self.n.is_multiple_of(1000) {
+        if self.pause_every > 0 && self.n.is_multiple_of(self.pause_every) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         Ok(())
@@ -67,11 +69,16 @@ fn watch_rss(stop: Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandl
 /// Makes `THREADS` threads log `PER_THREAD` events each into a capture with a
 /// budget of `budget_mib` and the sink `sink`.
 fn flood(budget_mib: u64, sink: Slow) -> (trace_core::Report, u64) {
+    flood_bytes(budget_mib as usize * 1024 * 1024, PER_THREAD, sink)
+}
+
+/// [`flood`] with a budget in bytes and `per_thread` events from each thread.
+fn flood_bytes(budget: usize, per_thread: u64, sink: Slow) -> (trace_core::Report, u64) {
     let dir = tempfile::tempdir().unwrap();
     let config = Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
         .unwrap()
         .unwrap()
-        .with_memory_budget(budget_mib as usize * 1024 * 1024);
+        .with_memory_budget(budget);
     let rss_before = rss_kib();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = watch_rss(stop.clone());
@@ -79,8 +86,8 @@ fn flood(budget_mib: u64, sink: Slow) -> (trace_core::Report, u64) {
     session.in_scope(|| {
         let hs: Vec<_> = (0..THREADS)
             .map(|t| {
-                trace_core::spawn(format!("flood-{t}"), || {
-                    for i in 0..PER_THREAD {
+                trace_core::spawn(format!("flood-{t}"), move || {
+                    for i in 0..per_thread {
                         tracing::info!(i, "flood");
                     }
                 })
@@ -103,7 +110,8 @@ fn a_flood_past_the_budget_waits_for_the_writer_and_loses_nothing() {
     let _heavy = crate::HEAVY.lock();
     const BUDGET_MIB: u64 = 16;
     let delivered = Arc::new(AtomicU64::new(0));
-    let (report, grew_kib) = flood(BUDGET_MIB, Slow { delivered: delivered.clone(), n: 0, stuck_ms: 0 });
+    let (report, grew_kib) =
+        flood(BUDGET_MIB, Slow { delivered: delivered.clone(), n: 0, stuck_ms: 0, pause_every: 1000 });
     let delivered = delivered.load(Ordering::Relaxed);
     assert_eq!(report.dropped_records, 0, "{:?}", report.warnings());
     assert_eq!(delivered, THREADS * PER_THREAD, "every record is written");
@@ -121,12 +129,39 @@ fn a_flood_past_the_budget_waits_for_the_writer_and_loses_nothing() {
     );
 }
 
+/// A budget of a few batches, which the threads' full batches contend for
+/// all the time: a thread that finds no room left waits for it, even when the
+/// room it saw a moment before was taken by another thread's batch.
+#[test]
+fn threads_contending_for_the_last_room_under_the_budget_wait_and_lose_nothing() {
+    let _heavy = crate::HEAVY.lock();
+    // About eight batches of a thread's records (1,024 records and their
+    // values, about 80 KiB): room for every thread's first batch while the
+    // writer thread starts (a thread does not wait for a writer that is not
+    // running yet), and then too little for the four threads all the time.
+    const BUDGET: usize = 640 * 1024;
+    const EACH: u64 = 200_000;
+    for round in 0..3 {
+        let delivered = Arc::new(AtomicU64::new(0));
+        let sink = Slow { delivered: delivered.clone(), n: 0, stuck_ms: 0, pause_every: 20_000 };
+        let (report, _) = flood_bytes(BUDGET, EACH, sink);
+        assert!(report.waited_ns > 0, "round {round}: the threads contended for the budget");
+        assert_eq!(report.dropped_records, 0, "round {round}: {:?}", report.warnings());
+        assert_eq!(
+            delivered.load(Ordering::Relaxed),
+            THREADS * EACH,
+            "round {round}: every record is written"
+        );
+    }
+}
+
 #[test]
 fn a_writer_stuck_past_the_longest_wait_makes_the_capture_drop_and_count() {
     let _heavy = crate::HEAVY.lock();
     const BUDGET_MIB: u64 = 4;
     let delivered = Arc::new(AtomicU64::new(0));
-    let (report, grew_kib) = flood(BUDGET_MIB, Slow { delivered: delivered.clone(), n: 0, stuck_ms: 1_500 });
+    let (report, grew_kib) =
+        flood(BUDGET_MIB, Slow { delivered: delivered.clone(), n: 0, stuck_ms: 1_500, pause_every: 1000 });
     let delivered = delivered.load(Ordering::Relaxed);
     assert!(report.dropped_records > 0, "the writer was stuck on purpose");
     assert_eq!(delivered + report.dropped_records, THREADS * PER_THREAD, "every record is accounted for");
