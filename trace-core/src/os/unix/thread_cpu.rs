@@ -26,9 +26,14 @@
 //! [`MISS_RATE`] of the windows judged, looked like that, the process stops
 //! extrapolating. A rate and not a count, because a hypervisor that takes the
 //! processor away for half a millisecond, unseen by the guest's scheduler,
-//! looks the same: about one window in a thousand on a shared host under
-//! load, which a count of three turned into system calls for the rest of the
-//! process after a few seconds.
+//! looks the same: one window in a thousand to one in fifty on a shared host
+//! (a thread alone, and a thread sharing two processors with a writer), which
+//! a count of three turned into system calls for the rest of the process
+//! after a few seconds. A kernel that missed switches would show it in the
+//! windows where its thread was switched out, a larger share. Where such
+//! windows are that frequent for any reason (a thread sharing two loaded
+//! processors lost 50-76% of 3 windows in 39 here), extrapolating would
+//! overcount them, and the system call is the right answer.
 //!
 //! Between two switches the monotonic clock also counts time the kernel does
 //! not give the thread (interrupts it accounts apart, a hypervisor's steal).
@@ -82,7 +87,7 @@ const STRIKES: u32 = 3;
 
 /// ... and stops once those windows are more than one in this many of the
 /// windows judged (a whole window without a switch).
-const MISS_RATE: u64 = 64;
+const MISS_RATE: u64 = 16;
 
 /// Whether `missed` windows out of `judged` say that the kernel does not
 /// report the thread's switches.
