@@ -17,8 +17,8 @@
 //! would pass it waits, with its buffer released, for the writer to make room
 //! ([`Handoff::wait_for_room`]): the command slows down to the writer's pace
 //! instead of losing records. Only when the writer makes no room within
-//! [`MAX_WAIT`] (it is stuck, e.g. on a disk that does not answer), or is not
-//! running, is a batch dropped, counted, and replaced by a [`Msg::Gap`] that
+//! [`MAX_WAIT`] (it is stuck, e.g. on a disk that does not answer), or could
+//! not be started, is a batch dropped, counted, and replaced by a [`Msg::Gap`] that
 //! tells the writer which records of which thread are missing; after such a
 //! timeout the capture drops rather than waits, so that a stuck writer costs
 //! the command one wait, not one per batch.
@@ -128,8 +128,22 @@ impl Handoff {
     /// room to another thread's reservation, would otherwise drop its batch.
     #[inline]
     fn can_wait(&self) -> bool {
-        self.writer_running.load(Ordering::Acquire)
-            && !self.gave_up.load(Ordering::Relaxed)
+        self.writer_running.load(Ordering::Acquire) && self.may_wait()
+    }
+
+    /// Whether a batch whose reservation failed should have the writer thread
+    /// started and then wait for it: the thread has not started yet (the
+    /// first batches of several threads can fill a small budget before the
+    /// first hand-over has started it), and nothing else forbids waiting.
+    #[inline]
+    fn awaits_writer(&self) -> bool {
+        !self.writer_running.load(Ordering::Acquire) && self.may_wait()
+    }
+
+    /// Neither a stuck writer, nor the finish, nor the writer thread itself.
+    #[inline]
+    fn may_wait(&self) -> bool {
+        !self.gave_up.load(Ordering::Relaxed)
             && !self.closed.load(Ordering::Relaxed)
             && !ON_WRITER.try_with(Cell::get).unwrap_or(true)
     }
@@ -542,6 +556,8 @@ impl Threads {
             } else if handoff.can_wait() {
                 drop(local);
                 return self.hand_over_after_waiting(buf);
+            } else if handoff.awaits_writer() {
+                return Filled::NeedsWriter;
             } else {
                 handoff.drop_batch(buf.index, &mut local);
             }
@@ -553,7 +569,7 @@ impl Threads {
     /// Waits for room under the budget with `buf` released, then hands its
     /// batch over if it is still full (the writer may have taken it meanwhile).
     #[cold]
-    fn hand_over_after_waiting(&self, buf: &ThreadBuf) -> Filled {
+    pub(crate) fn hand_over_after_waiting(&self, buf: &ThreadBuf) -> Filled {
         self.hand_over_waiting(buf, |local| local.batch.is_full());
         Filled::HandedOver
     }
@@ -598,6 +614,11 @@ pub(crate) enum Filled {
     Stored,
     /// Stored, and the full batch was handed to the writer.
     HandedOver,
+    /// Stored; the full batch found no room under the budget, and the writer
+    /// thread, which alone can make room, has not started: the caller starts
+    /// it, then hands the batch over ([`Threads::hand_over_after_waiting`]),
+    /// which drops the batch and counts it if the thread could not start.
+    NeedsWriter,
     /// Not stored: the capture has taken the thread's last records.
     Closed,
 }

@@ -57,6 +57,11 @@ impl Core {
                 self.writer.ensure_started();
                 true
             }
+            Filled::NeedsWriter => {
+                self.writer.ensure_started();
+                self.threads.hand_over_after_waiting(buf);
+                true
+            }
             Filled::Closed => false,
         }
     }

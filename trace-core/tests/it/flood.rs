@@ -131,27 +131,27 @@ fn a_flood_past_the_budget_waits_for_the_writer_and_loses_nothing() {
 
 /// A budget of a few batches, which the threads' full batches contend for
 /// all the time: a thread that finds no room left waits for it, even when the
-/// room it saw a moment before was taken by another thread's batch.
+/// room it saw a moment before was taken by another thread's batch, and even
+/// when the writer thread has not started yet.
 #[test]
 fn threads_contending_for_the_last_room_under_the_budget_wait_and_lose_nothing() {
     let _heavy = crate::HEAVY.lock();
-    // About eight batches of a thread's records (1,024 records and their
-    // values, about 80 KiB): room for every thread's first batch while the
-    // writer thread starts (a thread does not wait for a writer that is not
-    // running yet), and then too little for the four threads all the time.
-    const BUDGET: usize = 640 * 1024;
+    // A batch of a thread's records (1,024 records and their values) is
+    // about 80 KiB. Three of them: the four threads' first batches fill the
+    // budget before the first hand-over has started the writer thread.
+    // Eight: room for those, and then too little for the four threads.
+    const BUDGETS: [usize; 2] = [256 * 1024, 640 * 1024];
     const EACH: u64 = 200_000;
-    for round in 0..3 {
-        let delivered = Arc::new(AtomicU64::new(0));
-        let sink = Slow { delivered: delivered.clone(), n: 0, stuck_ms: 0, pause_every: 20_000 };
-        let (report, _) = flood_bytes(BUDGET, EACH, sink);
-        assert!(report.waited_ns > 0, "round {round}: the threads contended for the budget");
-        assert_eq!(report.dropped_records, 0, "round {round}: {:?}", report.warnings());
-        assert_eq!(
-            delivered.load(Ordering::Relaxed),
-            THREADS * EACH,
-            "round {round}: every record is written"
-        );
+    for budget in BUDGETS {
+        for round in 0..3 {
+            let delivered = Arc::new(AtomicU64::new(0));
+            let sink = Slow { delivered: delivered.clone(), n: 0, stuck_ms: 0, pause_every: 20_000 };
+            let (report, _) = flood_bytes(budget, EACH, sink);
+            let at = format!("budget {} KiB, round {round}", budget / 1024);
+            assert!(report.waited_ns > 0, "{at}: the threads contended for the budget");
+            assert_eq!(report.dropped_records, 0, "{at}: {:?}", report.warnings());
+            assert_eq!(delivered.load(Ordering::Relaxed), THREADS * EACH, "{at}: every record is written");
+        }
     }
 }
 
