@@ -11,7 +11,9 @@
 //! (Perfetto and the summary) or `summary`; `SPANS` defaults to 200,000
 //! (2,000 when run as a test by `cargo test --benches`). The
 //! loop flushes every 10,000 spans, as the whole benchmark's first workload
-//! does, unless `SPANS_NO_FLUSH` is set. Files go to `/dev/shm` where it
+//! does, unless `SPANS_NO_FLUSH` is set. With `SPANS_TEXT` set, the second
+//! field is a string (a source file's path, as a build tool's spans carry)
+//! instead of a number. Files go to `/dev/shm` where it
 //! exists. To compare builds, copy each build's binary
 //! (`target/release/deps/spans-*`) aside and run the copies alternately: the
 //! machine's noise is larger than most single changes.
@@ -30,6 +32,7 @@ fn main() {
     let spans: u64 = args.next().and_then(|s| s.replace('_', "").parse().ok()).unwrap_or(default_spans);
     let which = args.next().unwrap_or_else(|| "default".to_string());
     let flush = std::env::var_os("SPANS_NO_FLUSH").is_none();
+    let text = std::env::var_os("SPANS_TEXT").is_some();
     let dir = support::Scratch::new("spans");
     // The directory is the scratch one; the other variables (`SPANS_TRACE_CPU`,
     // `SPANS_TRACE_SAMPLE`, ...) come from the environment, so a run can turn them off.
@@ -55,7 +58,11 @@ fn main() {
     let thread0 = support::own_thread_cpu();
     session.in_scope(|| {
         for i in 0..spans {
-            drop(tracing::info_span!("bench_span", a = i, b = 7).entered());
+            if text {
+                drop(tracing::info_span!("bench_span", a = i, b = "src/build/compile_unit.c").entered());
+            } else {
+                drop(tracing::info_span!("bench_span", a = i, b = 7).entered());
+            }
             if flush && i % 10_000 == 9_999 {
                 session.flush();
             }

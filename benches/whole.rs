@@ -21,7 +21,8 @@
 //! thread (`CLOCK_THREAD_CPUTIME_ID`, so that time spent waiting for a core
 //! the machine's other work holds is not counted); total CPU =
 //! `getrusage(RUSAGE_SELF)` user + system, all threads, from before the
-//! capture starts to after it has finished (files written, writer joined);
+//! capture starts to after it has finished (files written, writer joined),
+//! and its system time apart (the kernel's share: mostly writing the files);
 //! wall = the same interval; bytes = the sizes of the files written; dropped =
 //! `Report::dropped_records` for ours, the spans missing from the file for
 //! the peers. Every run is checked after its clock stops: ours by its
@@ -148,6 +149,8 @@ fn events(n: u64) -> Duration {
 struct Sample {
     calling_ns: f64,
     cpu_ns: f64,
+    /// The share of `cpu_ns` the kernel spent (system time, every thread).
+    system_ns: f64,
     wall_ns: f64,
     checked: Checked,
     /// Peak memory growth, KiB (under load only).
@@ -156,7 +159,7 @@ struct Sample {
 
 /// One run of `w` under a fresh capture of `subject`.
 fn measure(subject: Subject, w: Workload, ops: u64, dir: &Path, seq: u64, parse: bool) -> Sample {
-    let cpu0 = support::process_cpu_ns();
+    let (user0, system0) = support::process_user_system_ns();
     let t0 = Instant::now();
     let rig = Rig::start(subject, dir, seq);
     let calling = rig.run(|| match w {
@@ -175,7 +178,9 @@ fn measure(subject: Subject, w: Workload, ops: u64, dir: &Path, seq: u64, parse:
     });
     let finished = rig.finish();
     let wall = t0.elapsed();
-    let cpu = support::process_cpu_ns() - cpu0;
+    let (user1, system1) = support::process_user_system_ns();
+    let system = system1.saturating_sub(system0);
+    let cpu = user1.saturating_sub(user0) + system;
     let what = format!("{} {w:?} {ops}", subject.id());
     let checked = check(&what, finished, Expect { spans: ops, events: 0 }, parse);
     if !matches!(subject.who, Who::Ours(_)) {
@@ -185,6 +190,7 @@ fn measure(subject: Subject, w: Workload, ops: u64, dir: &Path, seq: u64, parse:
     Sample {
         calling_ns: per(calling.as_nanos() as f64),
         cpu_ns: per(cpu as f64),
+        system_ns: per(system as f64),
         wall_ns: per(wall.as_nanos() as f64),
         checked,
         peak_kib: None,
@@ -301,6 +307,8 @@ fn load_run(load: Load, subject: Subject, dir: &Path) -> Sample {
     Sample {
         calling_ns: v[0],
         cpu_ns: v[1],
+        // Not split in the child's figures; the load rows do not show it.
+        system_ns: f64::NAN,
         wall_ns: v[2],
         checked: Checked {
             files: vec![("all".into(), v[3] as u64)],

@@ -423,20 +423,35 @@ pub fn thread_cpu_ns(tid: u64) -> Option<u64> {
 /// there is no `getrusage`: the benchmarks measure on Unix).
 #[cfg(unix)]
 pub fn process_cpu_ns() -> u64 {
+    let (user, system) = process_user_system_ns();
+    user + system
+}
+
+/// The CPU time of the whole process so far, all threads, split into user
+/// and system (kernel) time, in nanoseconds (`getrusage(RUSAGE_SELF)`; zeros
+/// where it fails).
+#[cfg(unix)]
+pub fn process_user_system_ns() -> (u64, u64) {
     // SAFETY: an all-zero rusage is valid, and getrusage only writes to it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `ru` is a valid, writable rusage.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return 0;
+        return (0, 0);
     }
-    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    (us(ru.ru_utime) + us(ru.ru_stime)) * 1000
+    let ns = |t: libc::timeval| (t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64) * 1000;
+    (ns(ru.ru_utime), ns(ru.ru_stime))
 }
 
 /// Not measured off Unix (see the Unix version).
 #[cfg(not(unix))]
 pub fn process_cpu_ns() -> u64 {
     0
+}
+
+/// Not measured off Unix (see the Unix version).
+#[cfg(not(unix))]
+pub fn process_user_system_ns() -> (u64, u64) {
+    (0, 0)
 }
 
 /// A line of `/proc/self/status` in KiB, e.g. `VmRSS` or `VmHWM` (Linux;
