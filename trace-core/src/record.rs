@@ -345,8 +345,8 @@ impl Visit for FieldVisitor<'_> {
     }
 }
 
-/// An owned field value, kept by the writer while a span lives, or sent with a
-/// lane slice.
+/// An owned field value, sent with a lane slice (a span's fields are kept in
+/// `writer::fields::SpanFields` instead).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum OwnedValue {
     I64(i64),
@@ -365,16 +365,6 @@ impl OwnedValue {
             Value::F64(v) => OwnedValue::F64(v),
             Value::Bool(v) => OwnedValue::Bool(v),
             Value::Str(s) => OwnedValue::Str(s.to_string()),
-        }
-    }
-
-    pub(crate) fn from_raw(batch: &Batch, v: &RawValue) -> OwnedValue {
-        match *v {
-            RawValue::I64(v) => OwnedValue::I64(v),
-            RawValue::U64(v) => OwnedValue::U64(v),
-            RawValue::F64(v) => OwnedValue::F64(v),
-            RawValue::Bool(v) => OwnedValue::Bool(v),
-            RawValue::Str { start, len } => OwnedValue::Str(batch.str_of(start, len).to_string()),
         }
     }
 

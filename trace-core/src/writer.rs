@@ -36,10 +36,13 @@ use tracing_core::Metadata;
 use crate::buffer::{Msg, Taken, Threads};
 use crate::clock::Anchors;
 use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site, Start, ThreadCpu, Tid};
-use crate::record::{raw_value, Batch, Kind, OwnedLane, OwnedValue, Raw};
+use crate::record::{raw_value, Batch, Kind, OwnedLane, Raw};
 use crate::sink::{CheckedWriter, Sink};
 
+mod fields;
 mod pieces;
+
+use fields::SpanFields;
 
 /// One sink and the file it writes.
 pub(crate) struct SinkFile {
@@ -92,15 +95,6 @@ pub(crate) struct StartOwned {
     pub family: crate::family::Family,
 }
 
-type OwnedFields = Vec<(&'static str, OwnedValue)>;
-
-fn set_field(fields: &mut OwnedFields, name: &'static str, value: OwnedValue) {
-    match fields.iter_mut().find(|(n, _)| *n == name) {
-        Some(slot) => slot.1 = value,
-        None => fields.push((name, value)),
-    }
-}
-
 /// A hasher for span ids: one multiplication, no SipHash rounds.
 #[derive(Default, Clone, Copy)]
 struct IdHasher(u64);
@@ -146,9 +140,9 @@ impl Scratch {
 
 /// Appends a span's owned fields to `to`, borrowed.
 #[inline]
-fn borrow_fields<'a>(to: &mut Vec<Field<'a>>, fields: Option<&'a OwnedFields>) {
+fn borrow_fields<'a>(to: &mut Vec<Field<'a>>, fields: Option<&'a SpanFields>) {
     if let Some(f) = fields {
-        to.extend(f.iter().map(|(name, v)| Field { name, value: v.as_value() }));
+        f.borrow_into(to);
     }
 }
 
@@ -157,14 +151,16 @@ struct Open {
     id: u64,
     begin_ts: u64,
     meta: &'static Metadata<'static>,
-    recorded: OwnedFields,
+    /// Values recorded while the slice is open, which are rare: no list
+    /// until one is (boxed, so that the common slice moves fewer bytes).
+    recorded: Option<Box<SpanFields>>,
     /// The thread CPU clock at the begin, when read.
     begin_cpu: Option<u64>,
     /// The span's fields, for a span in its first piece since its creation
     /// ([`Kind::NewEnter`]): such a span has no entry in the span table nor
     /// in [`pieces::Pieces`] until it is exited without being closed, so the
     /// common span (created, entered, exited, closed) costs no table at all.
-    own: Option<OwnedFields>,
+    own: Option<SpanFields>,
 }
 
 /// What arrived from one thread, in its order.
@@ -221,7 +217,7 @@ struct Lane {
 }
 
 /// A span's fields, from its creation and later records, while it lives.
-type Spans = IdMap<OwnedFields>;
+type Spans = IdMap<SpanFields>;
 
 pub(crate) struct Writer {
     threads: Arc<Threads>,
@@ -231,7 +227,7 @@ pub(crate) struct Writer {
     lanes: Vec<Option<Lane>>,
     spans: Spans,
     /// Emptied field lists, reused for the next spans.
-    spare: Vec<OwnedFields>,
+    spare: Vec<SpanFields>,
     recycle: Sender<Batch>,
     /// The tick conversion, when records carry ticks.
     anchors: Option<Anchors>,
@@ -519,7 +515,7 @@ impl Writer {
         let mut all = a.take();
         borrow_fields(&mut all, open.own.as_ref().or_else(|| self.spans.get(&open.id)));
         let mut recorded = b.take();
-        borrow_fields(&mut recorded, Some(&open.recorded));
+        borrow_fields(&mut recorded, open.recorded.as_deref());
         let event = Event::SpanEnd {
             thread: tid,
             ts,
@@ -533,7 +529,9 @@ impl Writer {
         feed(&mut self.sinks, &event);
         a.put(all);
         b.put(recorded);
-        self.reuse(open.recorded);
+        if let Some(kept) = open.recorded {
+            self.reuse(*kept);
+        }
         if let Some(own) = open.own {
             self.reuse(own);
         }
@@ -541,8 +539,8 @@ impl Writer {
 
     /// Keeps an emptied field list for a later span.
     #[inline(always)]
-    fn reuse(&mut self, mut fields: OwnedFields) {
-        if self.spare.len() < 1024 && fields.capacity() > 0 {
+    fn reuse(&mut self, mut fields: SpanFields) {
+        if self.spare.len() < 1024 && fields.has_room() {
             fields.clear();
             self.spare.push(fields);
         }
@@ -575,7 +573,7 @@ impl Writer {
                 // Created with no value yet (every field `Empty`), it still gets
                 // an entry for the values recorded later.
                 let mut owned = self.spare.pop().unwrap_or_default();
-                owned.extend(raw_fields.iter().map(|f| (f.name, OwnedValue::from_raw(batch, &f.value))));
+                owned.extend(batch, raw_fields);
                 if let Some(mut old) = self.spans.insert(raw.id, owned) {
                     old.clear();
                     self.spare.push(old);
@@ -586,16 +584,16 @@ impl Writer {
                 // its creation was lost); nothing is left to carry the values.
                 if let Some(entry) = self.spans.get_mut(&raw.id) {
                     for f in raw_fields {
-                        set_field(entry, f.name, OwnedValue::from_raw(batch, &f.value));
+                        entry.set(f.name, batch, &f.value);
                     }
                 }
                 // A span may be open on any thread; its slices there get the values too.
                 for lane in self.lanes.iter_mut().flatten() {
                     for open in lane.stack.iter_mut().filter(|o| o.id == raw.id) {
                         for f in raw_fields {
-                            set_field(&mut open.recorded, f.name, OwnedValue::from_raw(batch, &f.value));
+                            open.recorded.get_or_insert_with(Default::default).set(f.name, batch, &f.value);
                             if let Some(own) = open.own.as_mut() {
-                                set_field(own, f.name, OwnedValue::from_raw(batch, &f.value));
+                                own.set(f.name, batch, &f.value);
                             }
                         }
                     }
@@ -607,7 +605,7 @@ impl Writer {
                 let Some(tid) = self.lanes[i].as_ref().map(|l| l.tid) else { return };
                 self.pieces.arrivals(&mut self.sinks, i, tid, raw.id, ts);
                 let mut own = self.spare.pop().unwrap_or_default();
-                own.extend(raw_fields.iter().map(|f| (f.name, OwnedValue::from_raw(batch, &f.value))));
+                own.extend(batch, raw_fields);
                 self.begin(i, tid, raw.id, meta, ts, batch.thread_cpu_ns(raw), Some(own));
             }
             Kind::Enter => {
@@ -672,7 +670,7 @@ impl Writer {
         meta: &'static Metadata<'static>,
         ts: u64,
         begin_cpu: Option<u64>,
-        own: Option<OwnedFields>,
+        own: Option<SpanFields>,
     ) {
         let scratch = &mut self.scratch[0];
         let mut fields = scratch.take();
@@ -685,8 +683,7 @@ impl Writer {
             }
         }
         scratch.put(fields);
-        // Values recorded while a slice is open are rare: no list until one is.
-        let recorded = OwnedFields::new();
+        let recorded = None;
         if let Some(lane) = self.lanes[i].as_mut() {
             lane.stack.push(Open { id, begin_ts: ts, meta, recorded, begin_cpu, own });
         }
