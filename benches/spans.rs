@@ -13,7 +13,9 @@
 //! loop flushes every 10,000 spans, as the whole benchmark's first workload
 //! does, unless `SPANS_NO_FLUSH` is set. With `SPANS_TEXT` set, the second
 //! field is a string (a source file's path, as a build tool's spans carry)
-//! instead of a number. Files go to `/dev/shm` where it
+//! instead of a number. With `SPANS_FMT` set, the capture runs with a tool's
+//! log layer (`fmt` at WARN on a registry, cabin's set-up), as
+//! `Capture::with_layer` runs it. Files go to `/dev/shm` where it
 //! exists. To compare builds, copy each build's binary
 //! (`target/release/deps/spans-*`) aside and run the copies alternately: the
 //! machine's noise is larger than most single changes.
@@ -54,7 +56,18 @@ fn main() {
     }
     sinks.push(Box::new(trace_summary::SummarySink::new()));
     let (cpu0, wall) = (support::process_cpu_ns(), Instant::now());
-    let session = Session::start(&config, "spans", sinks).expect("the capture starts");
+    let session = if std::env::var_os("SPANS_FMT").is_some() {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::Layer;
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(tracing::level_filters::LevelFilter::WARN);
+        let tool = tracing::Dispatch::new(tracing_subscriber::Registry::default().with(fmt));
+        Session::start_forwarding(&config, "spans", sinks, Some(tool))
+    } else {
+        Session::start(&config, "spans", sinks)
+    }
+    .expect("the capture starts");
     let thread0 = support::own_thread_cpu();
     session.in_scope(|| {
         for i in 0..spans {

@@ -2,7 +2,9 @@
 //! with capture on and off (tests/it/logging.rs).
 //!
 //! `logtool global` installs a global `fmt` subscriber (`fmt().init()`);
-//! `logtool layer` hands an `fmt` layer to `Capture::with_layer`. Either way
+//! `logtool layer` hands an `fmt` layer to `Capture::with_layer`, and
+//! `logtool warn-layer` the same layer at WARN, as cabin runs it (the spans
+//! at INFO are then the capture's alone). Either way
 //! it logs from the main thread, a thread started with `cabin_trace::spawn`,
 //! one started with `bind`, a plain `std` thread and a scoped thread, inside
 //! and outside spans, then prints `built` on stdout.
@@ -25,17 +27,18 @@ fn main() -> ExitCode {
                 .init();
             cabin_trace::Capture::from_env("CABIN")
         }
-        "layer" => cabin_trace::Capture::from_env("CABIN").map(|c| {
+        "layer" | "warn-layer" => cabin_trace::Capture::from_env("CABIN").map(|c| {
+            let level = if mode == "layer" { LevelFilter::INFO } else { LevelFilter::WARN };
             c.with_layer(
                 tracing_subscriber::fmt::layer()
                     .without_time()
                     .with_ansi(false)
                     .with_writer(std::io::stderr)
-                    .with_filter(LevelFilter::INFO),
+                    .with_filter(level),
             )
         }),
         _ => {
-            eprintln!("usage: logtool global|layer");
+            eprintln!("usage: logtool global|layer|warn-layer");
             return ExitCode::from(2);
         }
     };

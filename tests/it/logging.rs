@@ -66,3 +66,13 @@ fn an_fmt_layer_given_to_with_layer_prints_the_same_with_capture_on_and_off() {
         ],
     );
 }
+
+#[test]
+fn an_fmt_layer_at_warn_prints_the_same_with_capture_on_and_off() {
+    // The layer enables none of the spans, which are the capture's alone: its
+    // warning inside `resolve` carries no span, with capture on as off.
+    same_output_with_and_without_capture("warn-layer", &[" WARN logtool: retrying a download attempt=1"]);
+    let off = run("warn-layer", None);
+    let err = String::from_utf8_lossy(&off.stderr);
+    assert_eq!(err.lines().count(), 1, "more than the one warning at WARN:\n{err}");
+}

@@ -123,6 +123,7 @@ mod event;
 mod family;
 mod filter;
 mod layer;
+mod never;
 pub mod os;
 mod record;
 mod ring;

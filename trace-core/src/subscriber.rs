@@ -38,6 +38,7 @@ use tracing_subscriber::{Layer, Registry};
 use crate::buffer::{Slot, ThreadBuf};
 use crate::capture::{wants, Core, ROOT_TARGET};
 use crate::layer::max_with_root;
+use crate::never::NeverTable;
 use crate::ring::{SpanEntry, SpanInfo};
 
 /// Bits of a span id that count the spans of one thread.
@@ -57,6 +58,9 @@ pub(crate) struct CaptureSubscriber {
     /// The dispatcher that was the default when the capture started (the
     /// tool's own logging), if any.
     inner: Option<Dispatch>,
+    /// The call sites `inner` never enables ([`NeverTable`]), when there is
+    /// an `inner`.
+    never: Option<NeverTable>,
     /// Outstanding extra references, the sum of `refs`.
     clones: AtomicUsize,
     /// Span id to the number of its handles beyond the first.
@@ -75,6 +79,7 @@ impl CaptureSubscriber {
             core,
             filter,
             max_level,
+            never: inner.as_ref().map(|_| NeverTable::new()),
             inner,
             clones: AtomicUsize::new(0),
             refs: Mutex::new(HashMap::new()),
@@ -89,9 +94,15 @@ impl CaptureSubscriber {
     }
 
     /// The inner dispatcher, if it wants `meta` and `meta` is not the root's.
+    /// Its interest is asked first ([`NeverTable`]): `enabled` may say yes
+    /// to a call site it never enables.
     #[inline]
     fn inner_for(&self, meta: &Metadata<'_>) -> Option<&Dispatch> {
-        self.inner.as_ref().filter(|d| meta.target() != ROOT_TARGET && d.enabled(meta))
+        self.inner.as_ref().filter(|d| {
+            meta.target() != ROOT_TARGET
+                && !self.never.as_ref().is_some_and(|n| n.contains(meta))
+                && d.enabled(meta)
+        })
     }
 
     /// A new id from the thread's own count, its span in the thread's ring.
@@ -244,7 +255,11 @@ impl CaptureSubscriber {
 impl Subscriber for CaptureSubscriber {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
         // The inner dispatcher registers the callsite for itself: `tracing`
-        // asks every dispatcher and combines the answers.
+        // asks every dispatcher and combines the answers. Its answer is kept
+        // too, for what to forward to it.
+        if let (Some(d), Some(never)) = (&self.inner, &self.never) {
+            never.set(meta, d.register_callsite(meta).is_never());
+        }
         if self.wants(meta) {
             Interest::always()
         } else {

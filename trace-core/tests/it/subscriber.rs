@@ -275,3 +275,101 @@ fn span_ids_are_unique_across_threads_and_never_reused() {
         assert_eq!(mine, want, "thread {t}");
     }
 }
+
+/// A tool's dispatcher that answers as a `tracing-subscriber` registry with
+/// per-layer filters does: `never` as a call site's interest above its level,
+/// yet `true` from `enabled` for anything. It counts the spans it is given.
+struct ToolDispatcher {
+    most: Arc<parking_lot::Mutex<tracing::level_filters::LevelFilter>>,
+    spans: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl tracing::Subscriber for ToolDispatcher {
+    fn register_callsite(&self, meta: &'static tracing::Metadata<'static>) -> tracing::subscriber::Interest {
+        if *meta.level() <= *self.most.lock() {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::Id {
+        tracing::Id::from_u64(self.spans.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1)
+    }
+    fn record(&self, _: &tracing::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::Id, _: &tracing::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::Id) {}
+    fn exit(&self, _: &tracing::Id) {}
+}
+
+/// A forwarding session at `trace` into a fresh directory, with no sink.
+fn forwarding(command: &str, inner: tracing::Dispatch) -> trace_core::Session {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let config = trace_core::Config::from_lookup("T", &[], |n| match n {
+        "T_TRACE_DIR" => Some(dir.clone().into()),
+        "T_TRACE_FILTER" => Some("trace".into()),
+        _ => None,
+    })
+    .unwrap()
+    .unwrap();
+    trace_core::Session::start_forwarding(&config, command, Vec::new(), Some(inner)).unwrap()
+}
+
+#[test]
+fn spans_the_tools_dispatcher_never_enables_are_not_sent_to_it_until_its_interest_changes() {
+    use tracing::level_filters::LevelFilter;
+    let most = Arc::new(parking_lot::Mutex::new(LevelFilter::WARN));
+    let spans = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let tool = ToolDispatcher { most: most.clone(), spans: spans.clone() };
+    let s = forwarding("never", tracing::Dispatch::new(tool));
+    let count = || spans.load(std::sync::atomic::Ordering::Relaxed);
+    s.in_scope(|| {
+        info_span!("below_its_level", n = 1u64).in_scope(|| ());
+        assert_eq!(count(), 0, "an info span reached a dispatcher that never enables it");
+        tracing::warn_span!("at_its_level").in_scope(|| ());
+        assert_eq!(count(), 1, "a warn span did not reach it");
+        // As a reloaded filter does: the level changes and interest is rebuilt.
+        *most.lock() = LevelFilter::INFO;
+        tracing::callsite::rebuild_interest_cache();
+        info_span!("below_its_level", n = 2u64).in_scope(|| ());
+        assert_eq!(count(), 2, "after the rebuild, the info span did not reach it");
+    });
+    s.finish();
+}
+
+#[test]
+fn a_reloaded_per_layer_filter_gets_the_spans_it_now_enables() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tracing::level_filters::LevelFilter;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::{reload, Layer};
+
+    struct Counting(Arc<AtomicU64>);
+    impl<S: tracing::Subscriber> Layer<S> for Counting {
+        fn on_new_span(
+            &self,
+            _: &tracing::span::Attributes<'_>,
+            _: &tracing::Id,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    let seen = Arc::new(AtomicU64::new(0));
+    let (filter, handle) = reload::Layer::new(LevelFilter::WARN);
+    let registry = tracing_subscriber::Registry::default().with(Counting(seen.clone()).with_filter(filter));
+    let s = forwarding("reload", tracing::Dispatch::new(registry));
+    s.in_scope(|| {
+        info_span!("quiet").in_scope(|| ());
+        tracing::warn_span!("loud").in_scope(|| ());
+        assert_eq!(seen.load(Ordering::Relaxed), 1);
+        handle.modify(|f| *f = LevelFilter::INFO).unwrap();
+        info_span!("quiet").in_scope(|| ());
+        assert_eq!(seen.load(Ordering::Relaxed), 2, "the reloaded layer missed an info span");
+    });
+    s.finish();
+}
