@@ -108,7 +108,10 @@ impl Session {
     /// `Span::current()`), but offers no `LookupSpan` to layers. Everything it
     /// receives that the calling thread's default dispatcher (the tool's own
     /// logging, typically a global `fmt` subscriber) enables is forwarded to
-    /// that dispatcher, so the tool prints what it prints without capture.
+    /// that dispatcher, so the tool prints what it prints without capture. A
+    /// call site whose interest from that dispatcher is `never` is not
+    /// forwarded at all (a registry whose layers all have per-layer filters
+    /// answers `enabled` with yes even for those), until interest is rebuilt.
     pub fn start(config: &Config, command: &str, sinks: Vec<Box<dyn Sink>>) -> Result<Session, ConfigError> {
         let current = dispatcher::get_default(|d| d.clone());
         let inner = (!current.is::<tracing_core::subscriber::NoSubscriber>()).then_some(current);
