@@ -123,13 +123,13 @@ mod event;
 mod family;
 mod filter;
 mod layer;
-mod never;
 pub mod os;
 mod record;
 mod ring;
 mod sampler;
 mod session;
 mod sink;
+mod sites;
 mod subscriber;
 mod writer;
 

@@ -38,8 +38,8 @@ use tracing_subscriber::{Layer, Registry};
 use crate::buffer::{Slot, ThreadBuf};
 use crate::capture::{wants, Core, ROOT_TARGET};
 use crate::layer::max_with_root;
-use crate::never::NeverTable;
 use crate::ring::{SpanEntry, SpanInfo};
+use crate::sites::{Known, SiteTable};
 
 /// Bits of a span id that count the spans of one thread.
 const SEQ_BITS: u32 = 40;
@@ -58,9 +58,8 @@ pub(crate) struct CaptureSubscriber {
     /// The dispatcher that was the default when the capture started (the
     /// tool's own logging), if any.
     inner: Option<Dispatch>,
-    /// The call sites `inner` never enables ([`NeverTable`]), when there is
-    /// an `inner`.
-    never: Option<NeverTable>,
+    /// What the filter and `inner` said of each call site ([`SiteTable`]).
+    sites: SiteTable,
     /// Outstanding extra references, the sum of `refs`.
     clones: AtomicUsize,
     /// Span id to the number of its handles beyond the first.
@@ -79,7 +78,7 @@ impl CaptureSubscriber {
             core,
             filter,
             max_level,
-            never: inner.as_ref().map(|_| NeverTable::new()),
+            sites: SiteTable::new(),
             inner,
             clones: AtomicUsize::new(0),
             refs: Mutex::new(HashMap::new()),
@@ -93,16 +92,30 @@ impl CaptureSubscriber {
         wants(&self.filter, meta)
     }
 
-    /// The inner dispatcher, if it wants `meta` and `meta` is not the root's.
-    /// Its interest is asked first ([`NeverTable`]): `enabled` may say yes
-    /// to a call site it never enables.
+    /// What is known of `meta`: kept when it was registered, or worked out
+    /// now for a call site the table does not hold.
     #[inline]
-    fn inner_for(&self, meta: &Metadata<'_>) -> Option<&Dispatch> {
-        self.inner.as_ref().filter(|d| {
-            meta.target() != ROOT_TARGET
-                && !self.never.as_ref().is_some_and(|n| n.contains(meta))
-                && d.enabled(meta)
-        })
+    fn known(&self, meta: &Metadata<'_>) -> Known {
+        self.sites.get(meta).unwrap_or_else(|| Known { wanted: self.wants(meta), inner_never: false })
+    }
+
+    /// [`Self::known`] for a span or event `tracing` gave the subscriber:
+    /// with no inner dispatcher, `enabled` said yes for the capture alone,
+    /// and there is nothing to look up.
+    #[inline]
+    fn known_given(&self, meta: &Metadata<'_>) -> Known {
+        match self.inner {
+            Some(_) => self.known(meta),
+            None => Known { wanted: true, inner_never: true },
+        }
+    }
+
+    /// The inner dispatcher, if it wants `meta` and `meta` is not the root's.
+    /// A call site whose interest it said is `never` is not asked `enabled`,
+    /// which may say yes to it anyway ([`crate::sites`]).
+    #[inline]
+    fn inner_for(&self, meta: &Metadata<'_>, known: Known) -> Option<&Dispatch> {
+        self.inner.as_ref().filter(|d| meta.target() != ROOT_TARGET && !known.inner_never && d.enabled(meta))
     }
 
     /// A new id from the thread's own count, its span in the thread's ring.
@@ -256,11 +269,11 @@ impl Subscriber for CaptureSubscriber {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
         // The inner dispatcher registers the callsite for itself: `tracing`
         // asks every dispatcher and combines the answers. Its answer is kept
-        // too, for what to forward to it.
-        if let (Some(d), Some(never)) = (&self.inner, &self.never) {
-            never.set(meta, d.register_callsite(meta).is_never());
-        }
-        if self.wants(meta) {
+        // too, for what to forward to it, and so is the filter's.
+        let wanted = self.wants(meta);
+        let inner_never = self.inner.as_ref().is_some_and(|d| d.register_callsite(meta).is_never());
+        self.sites.set(meta, Known { wanted, inner_never });
+        if wanted {
             Interest::always()
         } else {
             Interest::never()
@@ -270,7 +283,8 @@ impl Subscriber for CaptureSubscriber {
     fn enabled(&self, meta: &Metadata<'_>) -> bool {
         // Interest is cached for every live dispatcher at once: another one
         // may have wanted a callsite that this filter does not.
-        self.wants(meta) || self.inner.as_ref().is_some_and(|d| d.enabled(meta))
+        let known = self.known(meta);
+        known.wanted || (!known.inner_never && self.inner.as_ref().is_some_and(|d| d.enabled(meta)))
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
@@ -279,7 +293,8 @@ impl Subscriber for CaptureSubscriber {
 
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
         let meta = attrs.metadata();
-        let inner = match self.inner_for(meta) {
+        let known = self.known_given(meta);
+        let inner = match self.inner_for(meta, known) {
             Some(d) => {
                 let mapped = attrs.parent().map(|p| self.info(p.into_u64()).map_or(0, |i| i.inner));
                 let id = match mapped {
@@ -296,8 +311,7 @@ impl Subscriber for CaptureSubscriber {
             }
             None => 0,
         };
-        // Without an inner dispatcher, `enabled` said yes for the capture alone.
-        let captured = self.inner.is_none() || self.wants(meta);
+        let captured = known.wanted;
         let info = SpanInfo { meta, inner, captured };
         let core = &*self.core;
         let made = core.threads.with_slot(|slot| {
@@ -353,10 +367,11 @@ impl Subscriber for CaptureSubscriber {
 
     fn event(&self, event: &Event<'_>) {
         let meta = event.metadata();
-        if self.inner.is_none() || self.wants(meta) {
+        let known = self.known_given(meta);
+        if known.wanted {
             self.core.event(None, meta, |v| event.record(v));
         }
-        if let Some(d) = self.inner_for(meta) {
+        if let Some(d) = self.inner_for(meta, known) {
             d.event(event);
         }
     }
