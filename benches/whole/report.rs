@@ -234,11 +234,11 @@ pub fn report(
                 let paid = med(samples, t.a, w, calling) + med(samples, t.a, w, |x| x.system_ns);
                 let user_rest = med(samples, t.a, w, cpu) - paid;
                 let budget = t.at_most * base - paid;
+                let left = if budget > 0.0 { format!("{} ns", num(budget)) } else { "nothing".into() };
                 row.push(format!(
-                    "floor {:.2}x; the rest {} ns, against {} ns at the target",
+                    "floor {:.2}x; the rest {} ns, against {left} at the target",
                     paid / base,
-                    num(user_rest),
-                    num(budget)
+                    num(user_rest)
                 ));
             }
             row
