@@ -469,10 +469,26 @@ impl Writer {
                 Item::Records { batch, mut next, bytes } => {
                     // Out of its lane while it is applied, so that a record can
                     // reach every lane's slices.
-                    while let Some(raw) = batch.raws.get(next).copied() {
+                    while let Some(raw) = batch.raws.get(next) {
                         if (raw.ts, raw.kind) > bound {
                             break;
                         }
+                        // A span entered and closed with nothing between on
+                        // its thread, and nothing of any other thread stamped
+                        // before its close: most spans, sent at once.
+                        if let (Kind::NewEnter | Kind::NewEnterCpu, Some(close)) =
+                            (raw.kind, batch.raws.get(next + 1))
+                        {
+                            if close.kind == Kind::ExitClose
+                                && close.id == raw.id
+                                && (close.ts, close.kind) <= bound
+                                && self.leaf(i, &batch, raw, close)
+                            {
+                                next += 2;
+                                continue;
+                            }
+                        }
+                        let raw = *raw;
                         self.apply(i, &batch, &raw);
                         next += 1;
                     }
@@ -656,6 +672,55 @@ impl Writer {
                 scratch.put(fields);
             }
         }
+    }
+
+    /// Applies `enter`, the first enter of a span, and `close`, its exit and
+    /// close, two records of thread `i` with nothing between them: the span's
+    /// begin and end go to the sinks with its fields borrowed from the batch,
+    /// and no table or stack of the writer ever holds it. Returns false, having
+    /// done nothing, for a record without its call site (the general path
+    /// then skips it as it does any such record).
+    #[inline]
+    fn leaf(&mut self, i: usize, batch: &Batch, enter: &Raw, close: &Raw) -> bool {
+        let Some(meta) = enter.meta else { return false };
+        let begin_ts = self.time(i, enter.ts);
+        let ts = self.time(i, close.ts);
+        let Some(lane) = self.lanes[i].as_mut() else { return false };
+        let tid = lane.tid;
+        // As the exit of a slice that leaves the stack empty does.
+        if lane.stack.is_empty() {
+            lane.gap_from = None;
+        }
+        self.pieces.arrivals(&mut self.sinks, i, tid, enter.id, begin_ts);
+        let scratch = &mut self.scratch[0];
+        let mut fields = scratch.take();
+        fields.extend(
+            batch.fields(enter).iter().map(|f| Field { name: f.name, value: raw_value(batch, &f.value) }),
+        );
+        let site = Site::of(meta);
+        let begin_cpu = batch.thread_cpu_ns(enter);
+        let begin =
+            Event::SpanBegin { thread: tid, ts: begin_ts, site, fields: &fields, thread_cpu_ns: begin_cpu };
+        for &k in &self.begins {
+            if let Some(s) = self.sinks.get_mut(k) {
+                s.call(|sink, out| sink.event(&begin, out));
+            }
+        }
+        let cpu =
+            begin_cpu.zip(close.thread_cpu_ns()).map(|(begin_ns, end_ns)| ThreadCpu { begin_ns, end_ns });
+        let end = Event::SpanEnd {
+            thread: tid,
+            ts,
+            begin_ts,
+            site,
+            fields: &fields,
+            recorded: &[],
+            unclosed: false,
+            cpu,
+        };
+        feed(&mut self.sinks, &end);
+        scratch.put(fields);
+        true
     }
 
     /// Begins a slice of span `id` on thread `i` (`tid`) at `ts`, with the

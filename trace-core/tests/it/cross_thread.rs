@@ -75,6 +75,35 @@ fn a_record_from_another_thread_reaches_the_span_open_here() {
 }
 
 #[test]
+fn a_record_from_another_thread_between_an_enter_and_its_close_reaches_the_slice() {
+    let _heavy = crate::HEAVY.lock();
+    for front in FRONTS {
+        let (s, seen) = session_on(front, "between", "trace");
+        s.in_scope(|| {
+            // This thread stores the span's first enter and then, with nothing
+            // between them, its exit and close; a plain thread records a value
+            // into it in the meantime, stamped between the two.
+            let span = info_span!("download", bytes = Empty);
+            let entered = span.enter();
+            let handle = span.clone();
+            std::thread::scope(|t| {
+                t.spawn(move || {
+                    handle.record("bytes", 7u64);
+                    drop(handle);
+                });
+            });
+            drop(entered);
+            drop(span);
+        });
+        s.finish();
+        let seen = seen.lock();
+        assert_eq!(fields_of(&seen, "download"), ["bytes=7u"], "{front:?}");
+        let end = seen.ends.iter().find(|e| e.1 == "download").unwrap();
+        assert_eq!(end.2, "bytes=7u", "recorded while open, on the slice: {front:?}");
+    }
+}
+
+#[test]
 fn instrumented_futures_on_a_multi_thread_runtime_lose_no_field() {
     let _heavy = crate::HEAVY.lock();
     const TASKS: u64 = 48;
