@@ -265,19 +265,19 @@ struct Backwards<'b> {
 }
 
 impl Backwards<'_> {
-    #[inline]
+    #[inline(always)]
     fn put<const N: usize>(&mut self, piece: &[u8; N]) {
         self.at -= N;
         self.bytes[self.at..self.at + N].copy_from_slice(piece);
     }
 
-    #[inline]
+    #[inline(always)]
     fn uint(&mut self, n: u64) {
         self.at = json::digits_before(self.bytes, self.at, n);
     }
 
     /// Nanoseconds as [`micros`] writes them.
-    #[inline]
+    #[inline(always)]
     fn micros(&mut self, ns: u64) {
         let frac = (ns % 1000) as usize;
         let mut end = [b'.', b'0' + (frac / 100) as u8, 0, 0];
@@ -287,7 +287,7 @@ impl Backwards<'_> {
     }
 
     /// A key `len` bytes long at the end of `padded`.
-    #[inline]
+    #[inline(always)]
     fn key(&mut self, padded: &[u8; KEY], len: usize) {
         self.bytes[self.at - KEY..self.at].copy_from_slice(padded);
         self.at -= len;
