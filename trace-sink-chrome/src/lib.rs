@@ -55,8 +55,11 @@
 //! Events are encoded into one buffer and handed to the file in pieces of
 //! about 32 KiB, so the sink never holds the whole trace in memory. What
 //! repeats from event to event is encoded once and reused while its text
-//! stays the same: a call site's `"name"`, `"cat"` and `"ph"`, each field
-//! name's key, a time's whole seconds. Since a
+//! stays the same: for a span that ended, everything before its time's last
+//! digits (name, category, phase, pid, tid and the time's whole
+//! milliseconds) for its call site and thread, and the run of its fields'
+//! keys; for other events a call site's `"name"`, `"cat"` and `"ph"`, each
+//! field name's key, a time's whole seconds. Since a
 //! span is written at its end, a parent comes after its children in the
 //! file; viewers order events by time. Timestamps are microseconds of
 //! `CLOCK_MONOTONIC` with nanosecond digits; `pid` is the real process id and
