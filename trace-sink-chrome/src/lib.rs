@@ -55,8 +55,11 @@
 //! Events are encoded into one buffer and handed to the file in pieces of
 //! about 32 KiB, so the sink never holds the whole trace in memory. What
 //! repeats from event to event is encoded once and reused while its text
-//! stays the same: a call site's `"name"`, `"cat"` and `"ph"`, each field
-//! name's key, a time's whole seconds. Since a
+//! stays the same: for a span that ended, everything before its time's last
+//! digits (name, category, phase, pid, tid and the time's whole
+//! milliseconds) for its call site and thread, and the run of its fields'
+//! keys; for other events a call site's `"name"`, `"cat"` and `"ph"`, each
+//! field name's key, a time's whole seconds. Since a
 //! span is written at its end, a parent comes after its children in the
 //! file; viewers order events by time. Timestamps are microseconds of
 //! `CLOCK_MONOTONIC` with nanosecond digits; `pid` is the real process id and
@@ -100,6 +103,7 @@
 mod json;
 mod pieces;
 mod rendered;
+mod spans;
 
 use std::io::{self, Write};
 
@@ -107,6 +111,7 @@ use trace_core::{Event, Field, Finish, LaneSlice, Sink, Site, Start, Value};
 
 use crate::json::{head, micros, string_then, uint, Args, Events};
 use crate::rendered::Rendered;
+use crate::spans::{Span, SpanLines};
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "chrome";
@@ -179,6 +184,8 @@ pub struct ChromeSink {
     heads: Rendered,
     /// Fields' `"key":`, by name.
     keys: Rendered,
+    /// The pieces of spans that ended by themselves, by call site and thread.
+    spans: SpanLines,
 }
 
 impl ChromeSink {
@@ -340,30 +347,21 @@ impl Sink for ChromeSink {
             Event::ThreadName { thread, name, .. } => {
                 self.out.metadata("thread_name", (pid, thread), "name", Some(name), 0);
             }
-            Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, cpu, .. } => {
+            Event::SpanEnd { thread, ts, begin_ts, ref site, fields, unclosed: false, cpu, .. } => {
+                let span = Span { pid, thread, site, begin_ts, ts, cpu, fields };
+                self.spans.write(&mut self.out, span);
+            }
+            // Unclosed: a begin (`B`) with no end, marked in its `args`.
+            Event::SpanEnd { thread, begin_ts, site, fields, .. } => {
                 let fixed = site.has_static_text();
-                let rendered =
-                    self.heads.get([site.name, site.target], u8::from(unclosed), fixed, |b, [name, cat]| {
-                        let ph: &[u8] = if unclosed { br#""B""# } else { br#""X""# };
-                        head(b, (name, b""), Some(cat), ph);
-                    });
+                let rendered = self.heads.get([site.name, site.target], 0, fixed, |b, [name, cat]| {
+                    head(b, (name, b""), Some(cat), br#""B""#);
+                });
                 let b = self.out.timed_rendered(rendered, (pid, thread), begin_ts);
-                if !unclosed {
-                    b.extend_from_slice(br#","dur":"#);
-                    micros(b, ts.saturating_sub(begin_ts));
-                }
-                if let (Some(cpu), false) = (cpu, unclosed) {
-                    b.extend_from_slice(br#","tts":"#);
-                    micros(b, cpu.begin_ns);
-                    b.extend_from_slice(br#","tdur":"#);
-                    micros(b, cpu.ns());
-                }
                 let mut args = Args::new(b);
                 args.fields(fields, &mut self.keys, fixed);
-                if unclosed {
-                    args.key("unclosed").extend_from_slice(b"true");
-                    self.unclosed += 1;
-                }
+                args.key("unclosed").extend_from_slice(b"true");
+                self.unclosed += 1;
                 args.close();
                 self.out.close();
             }

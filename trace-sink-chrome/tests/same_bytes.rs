@@ -387,3 +387,130 @@ fn a_write_error_is_reported_by_the_end() {
     r = r.and(sink.finish(&end, &mut Broken));
     assert!(r.is_err());
 }
+
+/// The reference encoder under another file name, to run beside the sink
+/// in one capture.
+struct Beside(oracle::OracleChromeSink);
+
+impl Sink for Beside {
+    fn name(&self) -> &'static str {
+        "oracle"
+    }
+
+    fn suffix(&self) -> &'static str {
+        "oracle.json"
+    }
+
+    fn start(&mut self, start: &Start<'_>, out: &mut dyn Write) -> io::Result<()> {
+        self.0.start(start, out)
+    }
+
+    fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
+        self.0.event(event, out)
+    }
+
+    fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
+        self.0.finish(end, out)
+    }
+}
+
+/// Spans of `tracing` call sites (whose text is `'static`) in the shapes the
+/// sink caches differently: integer fields, other values, none, a field
+/// recorded later or never, a key longer than the cached room, more fields
+/// than it writes the fast way, CPU times, a span in pieces, and one left open.
+fn traced_work(round: u64) {
+    use tracing::field::Empty;
+    for i in 0..400u64 {
+        tracing::info_span!("plain", a = i, b = 7).in_scope(|| ());
+        tracing::warn_span!("with_cpu", n = i as i64 - 200).in_scope(|| ());
+        tracing::info_span!("bare").in_scope(|| ());
+        tracing::info_span!("values", path = "src/a \"b\".rs", ratio = 0.5, ok = i % 2 == 0).in_scope(|| ());
+        let late = tracing::info_span!("late", a = i, b = Empty, c = Empty);
+        match i % 3 {
+            0 => late.record("b", "text"),
+            1 => late.record("c", i),
+            _ => &late,
+        };
+        late.in_scope(|| ());
+        drop(late);
+        tracing::info_span!(
+            "long_key",
+            a_field_name_long_enough_that_its_key_does_not_fit_the_room = i,
+            b = 1
+        )
+        .in_scope(|| ());
+        tracing::info_span!(
+            "many",
+            f1 = 1,
+            f2 = 2,
+            f3 = 3,
+            f4 = 4,
+            f5 = 5,
+            f6 = 6,
+            f7 = 7,
+            f8 = 8,
+            f9 = 9,
+            f10 = 10,
+            f11 = 11,
+            f12 = 12,
+            f13 = u64::MAX
+        )
+        .in_scope(|| ());
+        if i % 50 == 0 {
+            tracing::info!(round, i, "progress");
+            let pieces = tracing::info_span!("pieces", i);
+            pieces.in_scope(|| ());
+            pieces.in_scope(|| ());
+        }
+    }
+}
+
+#[test]
+fn a_capture_of_real_call_sites_on_several_threads_is_byte_identical_to_the_reference_encoder() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = trace_core::Config::from_lookup("SAMEBYTES", &["chrome"], |n| match n {
+        "SAMEBYTES_TRACE_DIR" => Some(dir.path().into()),
+        "SAMEBYTES_TRACE_CPU" => Some("warn".into()),
+        "SAMEBYTES_TRACE_SAMPLE" => Some("off".into()),
+        _ => None,
+    })
+    .unwrap()
+    .unwrap();
+    let sinks: Vec<Box<dyn Sink>> =
+        vec![Box::new(ChromeSink::new()), Box::new(Beside(oracle::OracleChromeSink::new()))];
+    let session = trace_core::Session::start(&config, "same", sinks).unwrap();
+    session.in_scope(|| {
+        let dispatch = session.dispatch().clone();
+        std::thread::scope(|scope| {
+            for round in 1..=2 {
+                let dispatch = dispatch.clone();
+                scope.spawn(move || tracing::dispatcher::with_default(&dispatch, || traced_work(round)));
+            }
+            traced_work(0);
+        });
+        std::mem::forget(tracing::info_span!("left_open", a = 1).entered());
+    });
+    let report = session.finish();
+    assert_eq!(report.unclosed_spans, 1, "{report:?}");
+    let [text, reference] = [0, 1].map(|i| std::fs::read_to_string(&report.files[i].path).unwrap());
+    // The reference encoder is older than the capture's family metadata and
+    // than async spans and flows (whose events this does not change).
+    let newer = |line: &&str| {
+        line.starts_with(r#"{"name":"cabin_trace_"#)
+            || [r#""ph":"b""#, r#""ph":"e""#, r#""ph":"s""#, r#""ph":"f""#].iter().any(|ph| line.contains(ph))
+    };
+    let sink: String = text.split_inclusive('\n').filter(|l| !newer(l)).collect();
+    assert!(text.split_inclusive('\n').filter(newer).count() > 4, "no async span or family metadata");
+    let (sink, reference) = (sink.as_bytes(), reference.as_bytes());
+    for shape in ["\"plain\"", "\"tts\"", "\"unclosed\":true", "\"f13\":18446744073709551615", "\"c\":"] {
+        assert!(text.contains(shape), "the capture has no {shape}");
+    }
+    if sink != reference {
+        let at =
+            sink.iter().zip(reference).position(|(a, b)| a != b).unwrap_or(sink.len().min(reference.len()));
+        let show = |b: &[u8]| {
+            String::from_utf8_lossy(&b[at.saturating_sub(120)..(at + 80).min(b.len())]).into_owned()
+        };
+        panic!("outputs differ at byte {at}\nreference: {}\nsink:      {}", show(reference), show(sink));
+    }
+}

@@ -5,7 +5,8 @@
 //!
 //! It is the old encoder of commit 72d3324 (the oracle of the fast one),
 //! changed to the format of complete (`X`) spans, instants named after their
-//! message, and loss markers; the crate docs describe that format.
+//! message, loss markers and spans' CPU times; the crate docs describe
+//! that format.
 
 use std::io::{self, Write};
 
@@ -182,7 +183,7 @@ impl Sink for OracleChromeSink {
             Event::ThreadName { thread, name, .. } => {
                 self.metadata(out, "thread_name", pid, thread, "name", string(name))
             }
-            Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, .. } => {
+            Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, cpu, .. } => {
                 let mut entries = field_entries(fields);
                 let e = if unclosed {
                     self.unclosed += 1;
@@ -193,8 +194,12 @@ impl Sink for OracleChromeSink {
                         args(&entries)
                     )
                 } else {
+                    // The thread's CPU clock at the begin, and the CPU time inside.
+                    let cpu = cpu.map_or(String::new(), |cpu| {
+                        format!(r#","tts":{},"tdur":{}"#, micros(cpu.begin_ns), micros(cpu.ns()))
+                    });
                     format!(
-                        r#"{},"dur":{}{}"#,
+                        r#"{},"dur":{}{cpu}{}"#,
                         Self::head(site.name, Some(site.target), r#""X""#, pid, thread, begin_ts),
                         micros(ts.saturating_sub(begin_ts)),
                         args(&entries)
