@@ -105,17 +105,17 @@ impl Sequence {
     pub(crate) fn span_begin(
         &mut self,
         (enc, out): (&mut Encoder, &mut dyn Write),
-        (ts, site): (u64, Site<'_>),
+        (ts, site): (u64, &Site<'_>),
         fields: &[Field<'_>],
         extra_counter: Option<(u64, i64)>,
     ) -> io::Result<()> {
-        if let Some(begin) = self.sites.get(&site, fields) {
+        if let Some(begin) = self.sites.get(site, fields) {
             let stamp = self.clock.stamp(ts);
-            begin.template.put(&mut enc.chunk, &self.field, stamp, fields, extra_counter)?;
+            begin.template.put(&mut enc.chunk, stamp, fields, extra_counter)?;
             return enc.appended(out);
         }
-        let spec = EventSpec { extra_counter, ..EventSpec::slice_begin(ts, &site, fields) };
-        self.first_span_begin(enc, out, &spec, &site)
+        let spec = EventSpec { extra_counter, ..EventSpec::slice_begin(ts, site, fields) };
+        self.first_span_begin(enc, out, &spec, site)
     }
 
     /// [`Sequence::span_begin`] of `spec` for a site not cached yet.
@@ -135,7 +135,7 @@ impl Sequence {
             let category = self.categories.intern(site.target, fixed).0;
             let names = &mut self.annotation_names;
             let iids = fields.iter().map(|f| names.intern(f.name, fixed).0);
-            self.sites.insert(site, fields, (name, category), iids);
+            self.sites.insert((&self.field, site), fields, (name, category), iids);
         }
         Ok(())
     }
@@ -480,7 +480,7 @@ mod tests {
         extra_counter: Option<(u64, i64)>,
         what: &str,
     ) {
-        hand.span_begin((hand_enc, hand_out), (ts, site), fields, extra_counter).unwrap();
+        hand.span_begin((hand_enc, hand_out), (ts, &site), fields, extra_counter).unwrap();
         let spec = EventSpec { extra_counter, ..EventSpec::slice_begin(ts, &site, fields) };
         event_with_prost(oracle, prost_enc, prost_out, &spec).unwrap();
         assert_eq!(hand_enc.chunk.pending(), prost_enc.chunk.pending(), "{what}");
@@ -559,7 +559,7 @@ mod tests {
         for id in [7, 8] {
             let mut seq = Sequence::start(&mut enc, &mut out, id, Timestamps::Incremental, None, 0).unwrap();
             for ts in [1, 2] {
-                seq.span_begin((&mut enc, &mut out), (ts, site), &fields, None).unwrap();
+                seq.span_begin((&mut enc, &mut out), (ts, &site), &fields, None).unwrap();
             }
         }
         enc.flush(&mut out).unwrap();
@@ -608,7 +608,7 @@ mod tests {
         field.replace_range(.., "unit");
         let site = Site::new(&name, "cabin::build", trace_core::Level::INFO, None, None);
         let fields = [Field { name: &field, value: Value::U64(1) }];
-        hand.span_begin((&mut hand_enc, &mut hand_out), (9, site), &fields, None).unwrap();
+        hand.span_begin((&mut hand_enc, &mut hand_out), (9, &site), &fields, None).unwrap();
         hand_enc.flush(&mut hand_out).unwrap();
         let packets = decode(&hand_out);
         let event = packets[0].track_event.clone().unwrap_or_default();

@@ -10,7 +10,7 @@
 use trace_core::{Field, Site};
 
 use crate::format::TYPE_SLICE_BEGIN;
-use crate::track_event::PlainTemplate;
+use crate::track_event::{PlainTemplate, SequenceField};
 
 /// How many call sites a sequence keeps, by a hash of their name's address
 /// and their number of fields: two sites that meet in a slot take turns, the
@@ -74,13 +74,14 @@ impl Sites {
         same.then_some(begin)
     }
 
-    /// Caches the begin of `site` with `fields`, whose name and category
+    /// Caches the begin of `site` with `fields` on the sequence of
+    /// `sequence`, whose name and category
     /// have the iids given, and the names of its fields `field_iids` (as
     /// many, in the order of `fields`). Nothing is cached for a site whose
     /// text is not `'static`.
     pub(crate) fn insert(
         &mut self,
-        site: &Site<'_>,
+        (sequence, site): (&SequenceField, &Site<'_>),
         fields: &[Field<'_>],
         iids: (u64, u64),
         field_iids: impl Iterator<Item = u64>,
@@ -95,6 +96,6 @@ impl Sites {
         begin.target = key(site.target);
         begin.fields.clear();
         begin.fields.extend(fields.iter().map(|f| key(f.name)));
-        begin.filled = begin.template.set(TYPE_SLICE_BEGIN, iids, field_iids);
+        begin.filled = begin.template.set((sequence, TYPE_SLICE_BEGIN), iids, field_iids);
     }
 }

@@ -293,6 +293,18 @@ impl State {
         if let Some((sequence, enc)) = self.last_sequence(thread) {
             return sequence.bare_event(enc, out, ts, kind);
         }
+        self.other_thread_bare_event(thread, ts, kind, out)
+    }
+
+    /// [`State::thread_bare_event`] on a thread other than the last one's.
+    #[inline(never)]
+    fn other_thread_bare_event(
+        &mut self,
+        thread: Tid,
+        ts: u64,
+        kind: i32,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
         let index = self.thread_sequence(thread, out)?;
         match index.and_then(|i| self.threads.get_mut(i)) {
             Some(sequence) => sequence.bare_event(&mut self.enc, out, ts, kind),
@@ -517,7 +529,7 @@ impl State {
         &mut self,
         thread: Tid,
         ts: u64,
-        site: Site<'_>,
+        site: &Site<'_>,
         fields: &[Field<'_>],
         thread_cpu_ns: Option<u64>,
         out: &mut dyn Write,
@@ -537,7 +549,7 @@ impl State {
     fn any_span_begin(
         &mut self,
         (thread, ts, thread_cpu_ns): (Tid, u64, Option<u64>),
-        site: Site<'_>,
+        site: &Site<'_>,
         fields: &[Field<'_>],
         out: &mut dyn Write,
     ) -> io::Result<()> {
@@ -559,7 +571,7 @@ impl State {
         let spec = EventSpec {
             extra_counter: self.cpu_sample(thread, thread_cpu_ns, out)?,
             terminating_flow_ids: &ending,
-            ..EventSpec::slice_begin(ts, &site, fields)
+            ..EventSpec::slice_begin(ts, site, fields)
         };
         let written = self.thread_event(thread, &spec, out);
         self.ending = ending;

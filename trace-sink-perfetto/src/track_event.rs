@@ -13,7 +13,7 @@ use trace_core::{Field, Site, Value};
 
 use crate::chunk::Chunk;
 use crate::format::{
-    keys, put_varint, Put, Region, PACKET_KEY, SEQ_NEEDS_INCREMENTAL_STATE, TYPE_SLICE_BEGIN,
+    keys, put_varint, Put, Region, PACKET_KEY, SEQ_NEEDS_INCREMENTAL_STATE, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
 };
 
 /// One track event to write; what it leaves out defaults to none.
@@ -107,6 +107,9 @@ pub(crate) struct SequenceField {
     bytes: [u8; 8],
     /// How many of `bytes` are the field's.
     len: usize,
+    /// The field, then the track event of a bare slice end: all of such a
+    /// packet after its timestamp but its flags.
+    slice_end: Padded<16>,
 }
 
 impl SequenceField {
@@ -118,7 +121,20 @@ impl SequenceField {
         let mut bytes = [0; 8];
         // A key and a varint of 32 bits: six bytes at most.
         bytes[..field.len()].copy_from_slice(&field);
-        SequenceField { bytes, len: field.len() }
+        let len = field.len();
+        let slice_end = Padded::new(|r| {
+            r.put_padded(&bytes, len);
+            let event = r.open(keys::PACKET_TRACK_EVENT);
+            put_field(r, keys::EVENT_TYPE, TYPE_SLICE_END as u64);
+            r.close(event);
+        });
+        // Ten bytes at most: it fits.
+        SequenceField { bytes, len, slice_end: slice_end.unwrap_or_default() }
+    }
+
+    #[inline]
+    fn put(&self, r: &mut Region<'_>) {
+        r.put_padded(&self.bytes, self.len);
     }
 }
 
@@ -163,37 +179,15 @@ pub(crate) fn put_bare_event(
     stamp: (u64, Option<u32>),
     kind: i32,
 ) -> io::Result<()> {
-    // The track event, the type its one field, then the flags: one store
-    // for a type of one byte (all of the schema's).
-    let Ok(kind @ 0..0x80) = u8::try_from(kind) else {
-        return settle(try_put_packet(buf, BARE_ROOM, sequence, stamp, |r| {
-            let event = r.open(keys::PACKET_TRACK_EVENT);
-            put_field(r, keys::EVENT_TYPE, kind as u64);
-            r.close(event);
-        }));
-    };
-    let tail = [
-        keys::PACKET_TRACK_EVENT as u8,
-        2,
-        keys::EVENT_TYPE as u8,
-        kind,
-        keys::PACKET_SEQUENCE_FLAGS as u8,
-        SEQ_NEEDS_INCREMENTAL_STATE as u8,
-        0,
-        0,
-    ];
-    let mut r = Region::new(buf.room(BARE_ROOM));
-    let packet = open_packet(&mut r, stamp.0, sequence);
-    r.put_padded(&tail, 6);
-    if let Some(clock) = stamp.1 {
-        put_field(&mut r, keys::PACKET_TIMESTAMP_CLOCK_ID, u64::from(clock));
+    if kind == TYPE_SLICE_END {
+        // Most of them: the bytes after the timestamp in one store.
+        return settle(try_put_in(buf, BARE_ROOM, stamp, |r| sequence.slice_end.put(r)));
     }
-    r.close(packet);
-    let (written, fits) = (r.len(), r.fits());
-    if fits {
-        buf.filled(written);
-    }
-    settle(fits)
+    settle(try_put_packet(buf, BARE_ROOM, sequence, stamp, |r| {
+        let event = r.open(keys::PACKET_TRACK_EVENT);
+        put_field(r, keys::EVENT_TYPE, kind as u64);
+        r.close(event);
+    }))
 }
 
 /// Makes `room` bytes after the packets of `buf` and writes one packet there:
@@ -205,11 +199,25 @@ fn try_put_packet(
     buf: &mut Chunk,
     room: usize,
     sequence: &SequenceField,
+    stamp: (u64, Option<u32>),
+    body: impl FnOnce(&mut Region<'_>),
+) -> bool {
+    try_put_in(buf, room, stamp, |r| {
+        sequence.put(r);
+        body(r);
+    })
+}
+
+/// [`try_put_packet`] for a `body` that writes the sequence id itself.
+#[inline]
+fn try_put_in(
+    buf: &mut Chunk,
+    room: usize,
     (timestamp, clock_id): (u64, Option<u32>),
     body: impl FnOnce(&mut Region<'_>),
 ) -> bool {
     let mut region = Region::new(buf.room(room));
-    let packet = open_packet(&mut region, timestamp, sequence);
+    let packet = open_packet(&mut region, timestamp);
     body(&mut region);
     close_packet(&mut region, packet, clock_id);
     let (written, fits) = (region.len(), region.fits());
@@ -219,14 +227,13 @@ fn try_put_packet(
     fits
 }
 
-/// Writes a packet's key, the byte held for its length, its timestamp and
-/// sequence id; returns where its length goes, for [`close_packet`].
+/// Writes a packet's key, the byte held for its length and its timestamp;
+/// returns where its length goes, for [`close_packet`].
 #[inline]
-fn open_packet(r: &mut Region<'_>, timestamp: u64, sequence: &SequenceField) -> usize {
+fn open_packet(r: &mut Region<'_>, timestamp: u64) -> usize {
     let packet = r.len() + 1;
     r.extend_from_slice(&[PACKET_KEY, 0]);
     put_field(r, keys::PACKET_TIMESTAMP, timestamp);
-    r.put_padded(&sequence.bytes, sequence.len);
     packet
 }
 
@@ -448,8 +455,11 @@ impl<const N: usize> Padded<N> {
 /// name. An event then writes its time and its values between them.
 #[derive(Debug, Default)]
 pub(crate) struct PlainTemplate {
-    /// `track_event`'s key and the byte held for its length, then `category_iids`.
-    head: Padded<16>,
+    /// The packet's sequence id, `track_event`'s key and the byte held for
+    /// its length, then `category_iids`.
+    head: Padded<32>,
+    /// Where in `head` the byte held for the track event's length is.
+    event_at: usize,
     /// Per annotation: `debug_annotations`' key, the byte held for its
     /// length, and `name_iid`.
     annotations: Vec<Padded<16>>,
@@ -458,19 +468,21 @@ pub(crate) struct PlainTemplate {
 }
 
 impl PlainTemplate {
-    /// Makes the template of events of type `kind` named by the iids given,
+    /// Makes the template of events of type `kind` on `sequence` named by the iids given,
     /// with annotations named by `annotations` (in order); false (and the
     /// template unusable) if an iid is too long to be held, which is not expected.
     pub(crate) fn set(
         &mut self,
-        kind: i32,
+        (sequence, kind): (&SequenceField, i32),
         (name, category): (u64, u64),
         annotations: impl Iterator<Item = u64>,
     ) -> bool {
         let head = Padded::new(|r| {
+            sequence.put(r);
             r.extend_from_slice(&[keys::PACKET_TRACK_EVENT as u8, 0]);
             put_field(r, keys::EVENT_CATEGORY_IIDS, category);
         });
+        self.event_at = sequence.len + 1;
         let tail = Padded::new(|r| {
             put_field(r, keys::EVENT_TYPE, kind as u64);
             put_field(r, keys::EVENT_NAME_IID, name);
@@ -501,7 +513,6 @@ impl PlainTemplate {
     pub(crate) fn put(
         &self,
         buf: &mut Chunk,
-        sequence: &SequenceField,
         stamp: (u64, Option<u32>),
         fields: &[Field<'_>],
         extra_counter: Option<(u64, i64)>,
@@ -509,10 +520,10 @@ impl PlainTemplate {
         // Room for most events, made without working out their length: a
         // packet with longer strings is written again in the room it needs.
         let event = (fields, extra_counter);
-        if self.try_put((buf, LIKELY_ROOM), sequence, stamp, event) {
+        if self.try_put((buf, LIKELY_ROOM), stamp, event) {
             return Ok(());
         }
-        settle(self.try_put((buf, plain_room(fields)), sequence, stamp, event))
+        settle(self.try_put((buf, plain_room(fields)), stamp, event))
     }
 
     /// [`PlainTemplate::put`] in `room`: true if the packet fitted.
@@ -520,13 +531,11 @@ impl PlainTemplate {
     fn try_put(
         &self,
         (buf, room): (&mut Chunk, usize),
-        sequence: &SequenceField,
         stamp: (u64, Option<u32>),
         (fields, extra_counter): (&[Field<'_>], Option<(u64, i64)>),
     ) -> bool {
-        try_put_packet(buf, room, sequence, stamp, |r| {
-            // The byte held for the track event's length is the head's second.
-            let event = r.len() + 1;
+        try_put_in(buf, room, stamp, |r| {
+            let event = r.len() + self.event_at;
             self.head.put(r);
             for (annotation, field) in self.annotations.iter().zip(fields) {
                 let at = r.len() + 1;
