@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use flate2::{Compress, Compression, FlushCompress, Status};
 use prost::Message;
 
-use crate::format::{put_varint, varint_len, COMPRESSED_PACKETS_FIELD, PACKET_KEY, WIRE_LEN};
+use crate::format::{put_varint, varint_len, Put, Region, COMPRESSED_PACKETS_FIELD, PACKET_KEY, WIRE_LEN};
 use crate::proto::TracePacket;
 
 /// Writes packets into the chunk, and keeps the one buffer a track event
@@ -27,18 +27,24 @@ impl Encoder {
     /// Appends `packet`, a prost message (for the packets that are not track
     /// events: a few per sequence), as one `Trace.packet` entry.
     pub(crate) fn write(&mut self, out: &mut dyn Write, packet: &TracePacket) -> io::Result<()> {
-        let buf = &mut self.chunk.pending;
-        buf.push(PACKET_KEY);
-        put_varint(buf, packet.encoded_len() as u64);
-        // A Vec grows as needed, so this cannot run out of room; map the error anyway.
-        packet.encode(buf).map_err(io::Error::other)?;
+        let len = packet.encoded_len();
+        let head = 1 + varint_len(len as u64);
+        let room = self.chunk.room(head + len);
+        let (key_and_len, mut body) = room.split_at_mut(head);
+        let mut r = Region::new(key_and_len);
+        r.push(PACKET_KEY);
+        put_varint(&mut r, len as u64);
+        // The room is the packet's encoded length, so this cannot run out of
+        // it; map the error anyway.
+        packet.encode(&mut body).map_err(io::Error::other)?;
+        self.chunk.filled(head + len);
         self.appended(out)
     }
 
     /// Sends the chunk to the file once a packet appended to it filled it.
     #[inline]
     pub(crate) fn appended(&mut self, out: &mut dyn Write) -> io::Result<()> {
-        if self.chunk.pending.len() >= CHUNK_BYTES {
+        if self.chunk.len >= CHUNK_BYTES {
             self.chunk.flush(out)?;
         }
         Ok(())
@@ -53,6 +59,9 @@ impl Encoder {
 /// Packets held before they go to the file, at most this many bytes of them
 /// (and one packet more).
 pub(crate) const CHUNK_BYTES: usize = 64 * 1024;
+/// Room the chunk's buffer holds beyond a full chunk: a packet of up to this
+/// many bytes finds its room made.
+pub(crate) const SPARE: usize = 4096;
 /// A chunk smaller than this goes to the file as it is: the packets of a short
 /// capture stay readable by any protobuf decoder, and the compressor (a few
 /// hundred KiB of tables) is never set up for them.
@@ -70,9 +79,15 @@ const LEVEL: u32 = 1;
 /// compressed packet belongs to no sequence; the packets inside keep theirs,
 /// in order, so the file stays a valid trace, and concatenating two files still
 /// gives one. A chunk that does not shrink goes out as it is.
+///
+/// The packets are the first `len` bytes of `buf`; the bytes after them are
+/// room already made, zeroed once when the buffer grew and written over by
+/// the packets that follow, so that making room for a packet
+/// ([`Chunk::room`]) is one comparison, not a fill.
 #[derive(Default)]
 pub(crate) struct Chunk {
-    pub(crate) pending: Vec<u8>,
+    buf: Vec<u8>,
+    len: usize,
     /// Whether full chunks are compressed (`PerfettoSink::compressed`).
     pub(crate) compress: bool,
     compressor: Option<Compress>,
@@ -82,16 +97,61 @@ pub(crate) struct Chunk {
 
 impl std::fmt::Debug for Chunk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Chunk").field("pending", &self.pending.len()).finish_non_exhaustive()
+        f.debug_struct("Chunk").field("pending", &self.len).finish_non_exhaustive()
     }
 }
 
 impl Chunk {
+    /// The packets held.
+    pub(crate) fn pending(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// Drops the packets held.
+    #[cfg(test)]
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// A chunk holding `bytes` as its packets.
+    #[cfg(test)]
+    pub(crate) fn holding(bytes: &[u8], compress: bool) -> Chunk {
+        let mut chunk = Chunk { compress, ..Chunk::default() };
+        chunk.room(bytes.len())[..bytes.len()].copy_from_slice(bytes);
+        chunk.filled(bytes.len());
+        chunk
+    }
+
+    /// At least `room` bytes after the packets held, for the next packet,
+    /// which [`Chunk::filled`] then keeps. What they hold is left over from
+    /// earlier packets (or zero).
+    #[inline]
+    pub(crate) fn room(&mut self, room: usize) -> &mut [u8] {
+        let end = self.len + room;
+        if self.buf.len() < end {
+            self.grow(end);
+        }
+        &mut self.buf[self.len..]
+    }
+
+    /// Makes the buffer `end` bytes long at least: once or twice a capture,
+    /// since a chunk goes out once it holds [`CHUNK_BYTES`].
+    #[cold]
+    fn grow(&mut self, end: usize) {
+        self.buf.resize(end.max(CHUNK_BYTES + SPARE), 0);
+    }
+
+    /// Keeps the first `written` bytes of the room as the next packet.
+    #[inline]
+    pub(crate) fn filled(&mut self, written: usize) {
+        self.len = (self.len + written).min(self.buf.len());
+    }
+
     pub(crate) fn flush(&mut self, out: &mut dyn Write) -> io::Result<()> {
-        if self.pending.is_empty() {
+        if self.len == 0 {
             return Ok(());
         }
-        let written = if self.compress && self.pending.len() >= MIN_COMPRESSED_BYTES && self.deflate()? {
+        let written = if self.compress && self.len >= MIN_COMPRESSED_BYTES && self.deflate()? {
             // The packet's key and length, then `compressed_packets`' key and length.
             let field_key = u64::from((COMPRESSED_PACKETS_FIELD << 3) | WIRE_LEN);
             let len = self.deflated.len() as u64;
@@ -102,9 +162,9 @@ impl Chunk {
             put_varint(&mut self.head, len);
             out.write_all(&self.head).and_then(|()| out.write_all(&self.deflated))
         } else {
-            out.write_all(&self.pending)
+            out.write_all(self.pending())
         };
-        self.pending.clear();
+        self.len = 0;
         written
     }
 
@@ -113,7 +173,7 @@ impl Chunk {
         let compressor = self.compressor.get_or_insert_with(|| Compress::new(Compression::new(LEVEL), true));
         compressor.reset();
         self.deflated.clear();
-        let input = &self.pending[..];
+        let input = &self.buf[..self.len];
         loop {
             let consumed = usize::try_from(compressor.total_in()).unwrap_or(usize::MAX).min(input.len());
             if self.deflated.capacity() - self.deflated.len() < 1024 {
@@ -127,7 +187,7 @@ impl Chunk {
                 Err(e) => return Err(io::Error::other(e)),
             }
         }
-        Ok(self.deflated.len() + 8 < self.pending.len())
+        Ok(self.deflated.len() + 8 < self.len)
     }
 }
 
@@ -175,11 +235,11 @@ mod tests {
             };
             seq.event(enc, out, &spec).unwrap();
         };
-        while enc.chunk.pending.len() < CHUNK_BYTES - 64 {
+        while enc.chunk.pending().len() < CHUNK_BYTES - 64 {
             step(&mut enc, &mut out);
         }
         assert!(out.is_empty(), "nothing reaches the file before the chunk is full");
-        let plain = enc.chunk.pending.clone();
+        let plain = enc.chunk.pending().to_vec();
         enc.flush(&mut out).unwrap();
         let packets = decode(&out);
         assert_eq!(packets.len(), 1, "one packet holds the chunk");
@@ -194,13 +254,13 @@ mod tests {
             step(&mut enc, &mut out);
         }
         assert_eq!(decode(&out).len(), 1);
-        assert!(enc.chunk.pending.is_empty());
+        assert!(enc.chunk.pending().is_empty());
     }
 
     #[test]
     fn without_compression_a_full_chunk_goes_out_as_it_is() {
-        let mut chunk = Chunk { pending: vec![7; MIN_COMPRESSED_BYTES * 4], ..Chunk::default() };
-        let plain = chunk.pending.clone();
+        let plain = vec![7; MIN_COMPRESSED_BYTES * 4];
+        let mut chunk = Chunk::holding(&plain, false);
         let mut out = Vec::new();
         chunk.flush(&mut out).unwrap();
         assert_eq!(out, plain);
@@ -211,7 +271,7 @@ mod tests {
         let mut enc = Encoder::default();
         let mut out = Vec::new();
         Sequence::start(&mut enc, &mut out, 7, Timestamps::Incremental, Some(99), 0).unwrap();
-        let plain = enc.chunk.pending.clone();
+        let plain = enc.chunk.pending().to_vec();
         assert!(!plain.is_empty() && plain.len() < MIN_COMPRESSED_BYTES);
         enc.flush(&mut out).unwrap();
         assert_eq!(out, plain);
@@ -221,10 +281,9 @@ mod tests {
 
     #[test]
     fn a_chunk_that_does_not_shrink_goes_out_as_it_is() {
-        let mut chunk = Chunk { compress: true, ..Chunk::default() };
         // A xorshift stream: nothing for the compressor to find.
         let mut x = 0x2545_f491_4f6c_dd1d_u64;
-        chunk.pending = (0..MIN_COMPRESSED_BYTES * 2)
+        let plain: Vec<u8> = (0..MIN_COMPRESSED_BYTES * 2)
             .map(|_| {
                 x ^= x << 13;
                 x ^= x >> 7;
@@ -232,7 +291,7 @@ mod tests {
                 x as u8
             })
             .collect();
-        let plain = chunk.pending.clone();
+        let mut chunk = Chunk::holding(&plain, true);
         let mut out = Vec::new();
         chunk.flush(&mut out).unwrap();
         assert_eq!(out, plain);

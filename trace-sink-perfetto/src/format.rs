@@ -194,16 +194,22 @@ impl<'b> Region<'b> {
     /// room: one store of a fixed size; the bytes past `len` are written over
     /// by what comes next, or cut with the room left over).
     #[inline]
-    pub(crate) fn put_padded(&mut self, bytes: &[u8; 8], len: usize) {
-        match self.buf.get_mut(self.pos..self.pos + bytes.len()) {
-            Some(to) => to.copy_from_slice(bytes),
-            None => {
-                let end = self.pos;
-                self.extend_from_slice(&bytes[..len.min(bytes.len())]);
-                self.pos = end;
+    pub(crate) fn put_padded<const N: usize>(&mut self, bytes: &[u8; N], len: usize) {
+        match self.buf.get_mut(self.pos..).and_then(<[u8]>::first_chunk_mut::<N>) {
+            Some(to) => {
+                *to = *bytes;
+                self.pos += len;
             }
+            None => self.put_short(&bytes[..len.min(N)]),
         }
-        self.pos += len;
+    }
+
+    /// [`Region::put_padded`] near the end of the room: apart, so that the
+    /// store of a fixed size stays one.
+    #[cold]
+    #[inline(never)]
+    fn put_short(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
     }
 
     /// Writes the key of a length-delimited field and holds one byte for its
@@ -258,7 +264,8 @@ impl Put for Region<'_> {
     }
     #[inline]
     fn extend_from_slice(&mut self, bytes: &[u8]) {
-        if let Some(to) = self.buf.get_mut(self.pos..self.pos + bytes.len()) {
+        // Past the end, `pos` counts on (and `fits` says so) without a store.
+        if let Some(to) = self.buf.get_mut(self.pos..).and_then(|rest| rest.get_mut(..bytes.len())) {
             to.copy_from_slice(bytes);
         }
         self.pos += bytes.len();

@@ -63,6 +63,15 @@
 //!   the first time aside). The bytes are those prost would write for the same message,
 //!   which a randomised test checks against prost itself. The few other
 //!   packets (a sequence's first one, track descriptors) are prost messages.
+//! - A span's begin at a `tracing` call site (whose strings are `'static`)
+//!   is written from bytes its sequence encoded once for that site and list
+//!   of field names (the category, type, name and annotation names with
+//!   their iids), found by the strings' addresses: only the time and the
+//!   values are written per begin, and nothing is interned. A bare end (no
+//!   fields, most ends) is a few fixed stores. The chunk keeps room made
+//!   ahead of its packets, zeroed once, so that making room for a packet
+//!   costs a comparison: about 600 instructions of the writer thread a span
+//!   with two fields, begin and end, against 1,260 before (callgrind).
 //! - Packets go to the file in chunks of up to 64 KiB, as they are. A sink
 //!   made with [`PerfettoSink::compressed`] compresses each chunk with zlib
 //!   into one packet of its own (`TracePacket.compressed_packets`, which the
@@ -155,6 +164,7 @@ mod ids;
 mod intern;
 mod proto;
 mod sequence;
+mod sites;
 mod state;
 mod track_event;
 
@@ -243,10 +253,36 @@ impl Sink for PerfettoSink {
     }
 
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
+        // Most events, the begins and ends of spans, first, with little
+        // around them: the others are written apart.
+        if let Some(state) = self.state.as_mut() {
+            match *event {
+                Event::SpanBegin { thread, ts, ref site, fields, thread_cpu_ns, .. } => {
+                    return state.span_begin(thread, ts, site, fields, thread_cpu_ns, out)
+                }
+                Event::SpanEnd { thread, ts, site, recorded, unclosed, cpu, .. } => {
+                    return state.span_end(thread, ts, recorded, site.has_static_text(), unclosed, cpu, out)
+                }
+                _ => {}
+            }
+        }
+        self.other_event(event, out)
+    }
+
+    fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
+        self.state(out)?.finish(end, out)
+    }
+}
+
+impl PerfettoSink {
+    /// [`Sink::event`] for all but the begins and ends of spans of a
+    /// started sink.
+    #[inline(never)]
+    fn other_event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
         let state = self.state(out)?;
         match *event {
             Event::ThreadName { thread, name, .. } => state.thread(thread, Some(name), out),
-            Event::SpanBegin { thread, ts, site, fields, thread_cpu_ns, .. } => {
+            Event::SpanBegin { thread, ts, ref site, fields, thread_cpu_ns, .. } => {
                 state.span_begin(thread, ts, site, fields, thread_cpu_ns, out)
             }
             Event::SpanEnd { thread, ts, site, recorded, unclosed, cpu, .. } => {
@@ -264,10 +300,6 @@ impl Sink for PerfettoSink {
             }
             _ => Ok(()),
         }
-    }
-
-    fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
-        self.state(out)?.finish(end, out)
     }
 }
 

@@ -3,13 +3,14 @@
 
 use std::io::{self, Write};
 
-use trace_core::Value;
+use trace_core::{Field, Site, Value};
 
 use crate::chunk::Encoder;
 use crate::clock::{SequenceClock, Timestamps};
 use crate::format::SEQ_INCREMENTAL_STATE_CLEARED;
 use crate::intern::Interner;
 use crate::proto::{TracePacket, TracePacketDefaults, TrackDescriptor, TrackEventDefaults};
+use crate::sites::Sites;
 use crate::track_event::{
     put_bare_event, put_plain_event, put_track_event, EventSpec, Resolved, SequenceField, ELLIPSIS,
 };
@@ -24,6 +25,8 @@ pub(crate) struct Sequence {
     event_names: Interner,
     categories: Interner,
     annotation_names: Interner,
+    /// The begins of the call sites seen on this sequence, with their iids.
+    sites: Sites,
 }
 
 impl Sequence {
@@ -60,6 +63,7 @@ impl Sequence {
             event_names: Interner::default(),
             categories: Interner::default(),
             annotation_names: Interner::default(),
+            sites: Sites::default(),
         })
     }
 
@@ -88,8 +92,52 @@ impl Sequence {
         kind: i32,
     ) -> io::Result<()> {
         let stamp = self.clock.stamp(ts);
-        put_bare_event(&mut enc.chunk.pending, &self.field, stamp, kind)?;
+        put_bare_event(&mut enc.chunk, &self.field, stamp, kind)?;
         enc.appended(out)
+    }
+
+    /// Writes the begin of a slice of `site` with `fields` (and the value of
+    /// another counter track sampled then) on the sequence's own track: from
+    /// the iids cached for the site when it has been begun here before with
+    /// fields of the same names, without interning; through [`Sequence::event`]
+    /// otherwise, caching the site's iids once its strings are given.
+    #[inline]
+    pub(crate) fn span_begin(
+        &mut self,
+        (enc, out): (&mut Encoder, &mut dyn Write),
+        (ts, site): (u64, &Site<'_>),
+        fields: &[Field<'_>],
+        extra_counter: Option<(u64, i64)>,
+    ) -> io::Result<()> {
+        if let Some(begin) = self.sites.get(site, fields) {
+            let stamp = self.clock.stamp(ts);
+            begin.template.put(&mut enc.chunk, stamp, fields, extra_counter)?;
+            return enc.appended(out);
+        }
+        let spec = EventSpec { extra_counter, ..EventSpec::slice_begin(ts, site, fields) };
+        self.first_span_begin(enc, out, &spec, site)
+    }
+
+    /// [`Sequence::span_begin`] of `spec` for a site not cached yet.
+    #[inline(never)]
+    fn first_span_begin(
+        &mut self,
+        enc: &mut Encoder,
+        out: &mut dyn Write,
+        spec: &EventSpec<'_>,
+        site: &Site<'_>,
+    ) -> io::Result<()> {
+        let (fixed, fields) = (site.has_static_text(), spec.fields);
+        self.event(enc, out, spec)?;
+        if fixed {
+            // Every string was given by the event just written: each is found.
+            let name = self.event_names.intern(site.name, fixed).0;
+            let category = self.categories.intern(site.target, fixed).0;
+            let names = &mut self.annotation_names;
+            let iids = fields.iter().map(|f| names.intern(f.name, fixed).0);
+            self.sites.insert((&self.field, site), fields, (name, category), iids);
+        }
+        Ok(())
     }
 
     /// Writes one track event, encoded by hand straight into the chunk
@@ -126,16 +174,21 @@ impl Sequence {
         let resolved = Resolved { name, category, annotations: &enc.annotations, new_strings, text };
         match (name, category) {
             (Some(((name, _), _)), Some(((category, _), _))) if spec.is_plain() && !new_strings => {
+                let room = resolved.room(spec);
+                let values = spec.fields.iter().chain(spec.extra).map(|f| f.value);
+                let annotations = enc.annotations.iter().map(|&(iid, _)| iid).zip(values);
                 put_plain_event(
-                    &mut enc.chunk.pending,
+                    &mut enc.chunk,
                     &self.field,
                     stamp,
-                    spec,
+                    spec.kind,
                     (name, category),
-                    &resolved,
+                    annotations,
+                    spec.extra_counter,
+                    room,
                 )?
             }
-            _ => put_track_event(&mut enc.chunk.pending, &self.field, stamp, spec, &resolved)?,
+            _ => put_track_event(&mut enc.chunk, &self.field, stamp, spec, &resolved)?,
         }
         enc.appended(out)
     }
@@ -267,8 +320,8 @@ mod tests {
             let mut hand = Sequence::start(&mut hand_enc, &mut hand_out, id, timestamps, None, 5).unwrap();
             let mut oracle =
                 Sequence::start(&mut prost_enc, &mut prost_out, id, timestamps, None, 5).unwrap();
-            hand_enc.chunk.pending.clear();
-            prost_enc.chunk.pending.clear();
+            hand_enc.chunk.clear();
+            prost_enc.chunk.clear();
             for (ts, kind) in
                 [(5, TYPE_SLICE_END), (6, 1), (300, TYPE_SLICE_END), (1 << 40, 3), (7, TYPE_SLICE_END)]
             {
@@ -276,7 +329,7 @@ mod tests {
                 assert!(spec.is_bare());
                 hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
                 event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();
-                assert_eq!(hand_enc.chunk.pending, prost_enc.chunk.pending, "{timestamps:?} at {ts}");
+                assert_eq!(hand_enc.chunk.pending(), prost_enc.chunk.pending(), "{timestamps:?} at {ts}");
             }
         }
     }
@@ -299,8 +352,8 @@ mod tests {
             Sequence::start(&mut hand_enc, &mut hand_out, 9, Timestamps::Incremental, None, 5).unwrap();
         let mut oracle =
             Sequence::start(&mut prost_enc, &mut prost_out, 9, Timestamps::Incremental, None, 5).unwrap();
-        hand_enc.chunk.pending.clear();
-        prost_enc.chunk.pending.clear();
+        hand_enc.chunk.clear();
+        prost_enc.chunk.clear();
         // The first round gives the strings; the later ones are plain events.
         for (round, ts) in [10, 20, 300_000, 15, 1 << 40].into_iter().enumerate() {
             for n in [0, 1, 2, 6] {
@@ -317,9 +370,9 @@ mod tests {
                 assert!(spec.is_plain());
                 hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
                 event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();
-                assert_eq!(hand_enc.chunk.pending, prost_enc.chunk.pending, "round {round}, {n} fields");
-                hand_enc.chunk.pending.clear();
-                prost_enc.chunk.pending.clear();
+                assert_eq!(hand_enc.chunk.pending(), prost_enc.chunk.pending(), "round {round}, {n} fields");
+                hand_enc.chunk.clear();
+                prost_enc.chunk.clear();
             }
         }
     }
@@ -386,6 +439,180 @@ mod tests {
             ..Default::default()
         };
         enc.write(out, &packet)
+    }
+
+    /// A `tracing` call site's site, `'static` text and all
+    /// ([`Site::has_static_text`]), as a capture gets it.
+    fn static_site() -> Site<'static> {
+        struct Everything;
+        impl tracing::Subscriber for Everything {
+            fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+                true
+            }
+            fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+                tracing::span::Id::from_u64(1)
+            }
+            fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+            fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+            fn event(&self, _: &tracing::Event<'_>) {}
+            fn enter(&self, _: &tracing::span::Id) {}
+            fn exit(&self, _: &tracing::span::Id) {}
+        }
+        let meta = tracing::subscriber::with_default(Everything, || {
+            tracing::info_span!("compile", a = 1, b = 2, c = 3).metadata()
+        });
+        match meta {
+            Some(meta) => Site::of(meta),
+            None => panic!("a span under a subscriber that wants everything has its metadata"),
+        }
+    }
+
+    /// Begins a slice of `site` with `fields` at `ts` on both sequences, the
+    /// hand one through [`Sequence::span_begin`] and the oracle through
+    /// prost, and asserts that they wrote the same bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn begin_on_both(
+        (hand, hand_enc, hand_out): (&mut Sequence, &mut Encoder, &mut Vec<u8>),
+        (oracle, prost_enc, prost_out): (&mut Sequence, &mut Encoder, &mut Vec<u8>),
+        ts: u64,
+        site: Site<'_>,
+        fields: &[Field<'_>],
+        extra_counter: Option<(u64, i64)>,
+        what: &str,
+    ) {
+        hand.span_begin((hand_enc, hand_out), (ts, &site), fields, extra_counter).unwrap();
+        let spec = EventSpec { extra_counter, ..EventSpec::slice_begin(ts, &site, fields) };
+        event_with_prost(oracle, prost_enc, prost_out, &spec).unwrap();
+        assert_eq!(hand_enc.chunk.pending(), prost_enc.chunk.pending(), "{what}");
+        hand_enc.chunk.clear();
+        prost_enc.chunk.clear();
+    }
+
+    /// Two sequences of the same id, their first packets dropped.
+    fn two_sequences(id: u32) -> [(Sequence, Encoder, Vec<u8>); 2] {
+        [(), ()].map(|()| {
+            let (mut enc, mut out) = (Encoder::default(), Vec::new());
+            let seq = Sequence::start(&mut enc, &mut out, id, Timestamps::Incremental, None, 5).unwrap();
+            enc.chunk.clear();
+            (seq, enc, out)
+        })
+    }
+
+    #[test]
+    fn begins_from_a_call_sites_cached_bytes_are_byte_for_byte_what_prost_writes() {
+        let site = static_site();
+        assert!(site.has_static_text());
+        let long = "y".repeat(200);
+        let longer = "z".repeat(5_000);
+        let values = [
+            Value::U64(7),
+            Value::U64(50_000),
+            Value::U64(u64::MAX),
+            Value::I64(-2),
+            Value::F64(0.5),
+            Value::Bool(true),
+            Value::Str("a.c"),
+            Value::Str(&long),
+            Value::Str(&longer),
+        ];
+        let [(mut hand, mut hand_enc, mut hand_out), (mut oracle, mut prost_enc, mut prost_out)] =
+            two_sequences(9);
+        let mut ts = 10;
+        for (round, value) in values.into_iter().enumerate() {
+            // The same site with other field lists: each list is its own begin.
+            let lists: [&[Field<'_>]; 5] = [
+                &[Field { name: "a", value }, Field { name: "b", value: Value::U64(7) }],
+                &[Field { name: "a", value }],
+                &[Field { name: "b", value }, Field { name: "a", value }],
+                &[Field { name: "a", value }, Field { name: "c", value }],
+                &[],
+            ];
+            for (n, fields) in lists.into_iter().enumerate() {
+                // Small steps, a long one, and one back in time (written on
+                // CLOCK_MONOTONIC).
+                ts = match (round + n) % 4 {
+                    0 => ts + 3,
+                    1 => ts + 300_000,
+                    2 => ts + (1 << 40),
+                    _ => ts - 1,
+                };
+                let extra_counter = (n == 1).then_some((0xfeed_f00d_u64 << 20, 1_000_000_007));
+                begin_on_both(
+                    (&mut hand, &mut hand_enc, &mut hand_out),
+                    (&mut oracle, &mut prost_enc, &mut prost_out),
+                    ts,
+                    site,
+                    fields,
+                    extra_counter,
+                    &format!("round {round}, list {n}"),
+                );
+            }
+        }
+        assert!(hand_out == prost_out, "the flushed chunks differ");
+    }
+
+    #[test]
+    fn a_call_site_is_cached_per_sequence_so_a_new_sequence_gives_its_strings_again() {
+        let site = static_site();
+        let fields = [Field { name: "a", value: Value::U64(1) }];
+        let (mut enc, mut out) = (Encoder::default(), Vec::new());
+        for id in [7, 8] {
+            let mut seq = Sequence::start(&mut enc, &mut out, id, Timestamps::Incremental, None, 0).unwrap();
+            for ts in [1, 2] {
+                seq.span_begin((&mut enc, &mut out), (ts, &site), &fields, None).unwrap();
+            }
+        }
+        enc.flush(&mut out).unwrap();
+        let packets = decode(&out);
+        let names: Vec<_> = packets
+            .iter()
+            .filter(|p| p.track_event.is_some())
+            .map(|p| {
+                let data = p.interned_data.clone().unwrap_or_default();
+                (p.trusted_packet_sequence_id, data.event_names.len(), data.debug_annotation_names.len())
+            })
+            .collect();
+        assert_eq!(names, [(Some(7), 1, 1), (Some(7), 0, 0), (Some(8), 1, 1), (Some(8), 0, 0)]);
+    }
+
+    #[test]
+    fn a_site_of_borrowed_text_is_answered_by_its_text_not_its_address() {
+        // Borrowed text (a site read back from a file, say) may change at
+        // its address: no begin of it is taken from the cache.
+        let [(mut hand, mut hand_enc, mut hand_out), (mut oracle, mut prost_enc, mut prost_out)] =
+            two_sequences(3);
+        let (mut name, mut field) = (String::from("compile"), String::from("unit"));
+        for (ts, (new_name, new_field)) in
+            [(1, ("compile", "unit")), (2, ("linking", "unit")), (3, ("linking", "file"))]
+                .into_iter()
+                .enumerate()
+                .map(|(i, texts)| (i as u64 + 1, texts.1))
+        {
+            name.replace_range(.., new_name);
+            field.replace_range(.., new_field);
+            let site = Site::new(&name, "cabin::build", trace_core::Level::INFO, None, None);
+            assert!(!site.has_static_text());
+            let fields = [Field { name: &field, value: Value::U64(ts) }];
+            begin_on_both(
+                (&mut hand, &mut hand_enc, &mut hand_out),
+                (&mut oracle, &mut prost_enc, &mut prost_out),
+                ts,
+                site,
+                &fields,
+                None,
+                &format!("{new_name} {new_field}"),
+            );
+        }
+        // And the same buffers again, as the first time: found by text.
+        name.replace_range(.., "compile");
+        field.replace_range(.., "unit");
+        let site = Site::new(&name, "cabin::build", trace_core::Level::INFO, None, None);
+        let fields = [Field { name: &field, value: Value::U64(1) }];
+        hand.span_begin((&mut hand_enc, &mut hand_out), (9, &site), &fields, None).unwrap();
+        hand_enc.flush(&mut hand_out).unwrap();
+        let packets = decode(&hand_out);
+        let event = packets[0].track_event.clone().unwrap_or_default();
+        assert_eq!((event.name_iid, packets[0].interned_data.clone()), (Some(1), None));
     }
 
     mod against_prost {
@@ -529,8 +756,8 @@ mod tests {
                 let mut hand = Sequence::start(&mut hand_enc, &mut hand_out, id, timestamps, None, base).unwrap();
                 let mut oracle = Sequence::start(&mut prost_enc, &mut prost_out, id, timestamps, None, base).unwrap();
                 // The first packets differ in their BOOTTIME reading: compare the events only.
-                hand_enc.chunk.pending.clear();
-                prost_enc.chunk.pending.clear();
+                hand_enc.chunk.clear();
+                prost_enc.chunk.clear();
                 let mut ts = base;
                 for (i, ev) in events.iter().enumerate() {
                     ts = match ev.step {
@@ -558,14 +785,14 @@ mod tests {
                     hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
                     event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();
                     prop_assert!(
-                        hand_enc.chunk.pending == prost_enc.chunk.pending,
+                        hand_enc.chunk.pending() == prost_enc.chunk.pending(),
                         "event {i}: hand {:02x?}\nprost {:02x?}",
-                        hand_enc.chunk.pending,
-                        prost_enc.chunk.pending
+                        hand_enc.chunk.pending(),
+                        prost_enc.chunk.pending()
                     );
                     prop_assert!(hand_out == prost_out, "event {i}: the flushed chunks differ");
-                    hand_enc.chunk.pending.clear();
-                    prost_enc.chunk.pending.clear();
+                    hand_enc.chunk.clear();
+                    prost_enc.chunk.clear();
                 }
             }
         }

@@ -229,6 +229,7 @@ impl State {
     }
 
     /// The thread CPU-time sample of a slice's begin or end, if it has one.
+    #[inline]
     fn cpu_sample(
         &mut self,
         thread: Tid,
@@ -275,9 +276,35 @@ impl State {
         }
     }
 
+    /// The sequence of `thread` (and the encoder) if it is the thread of the
+    /// event before (most events), found with no lookup.
+    #[inline(always)]
+    fn last_sequence(&mut self, thread: Tid) -> Option<(&mut Sequence, &mut Encoder)> {
+        match self.last_thread {
+            Some((last, index)) if last == thread => Some((self.threads.get_mut(index)?, &mut self.enc)),
+            _ => None,
+        }
+    }
+
     /// Writes a bare track event ([`EventSpec::is_bare`]) of type `kind` at
     /// `ts` on `thread`'s sequence: most slices' ends.
+    #[inline]
     fn thread_bare_event(&mut self, thread: Tid, ts: u64, kind: i32, out: &mut dyn Write) -> io::Result<()> {
+        if let Some((sequence, enc)) = self.last_sequence(thread) {
+            return sequence.bare_event(enc, out, ts, kind);
+        }
+        self.other_thread_bare_event(thread, ts, kind, out)
+    }
+
+    /// [`State::thread_bare_event`] on a thread other than the last one's.
+    #[inline(never)]
+    fn other_thread_bare_event(
+        &mut self,
+        thread: Tid,
+        ts: u64,
+        kind: i32,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
         let index = self.thread_sequence(thread, out)?;
         match index.and_then(|i| self.threads.get_mut(i)) {
             Some(sequence) => sequence.bare_event(&mut self.enc, out, ts, kind),
@@ -497,31 +524,54 @@ impl State {
     }
 
     /// A span was entered: a slice begins on its thread's track.
+    #[inline]
     pub(crate) fn span_begin(
         &mut self,
         thread: Tid,
         ts: u64,
-        site: Site<'_>,
+        site: &Site<'_>,
         fields: &[Field<'_>],
         thread_cpu_ns: Option<u64>,
         out: &mut dyn Write,
     ) -> io::Result<()> {
+        // Most begins: on the thread of the event before, no flow ending
+        // there, no CPU time read: written from the site's cached bytes.
+        if self.arriving.is_empty() && thread_cpu_ns.is_none() {
+            if let Some((sequence, enc)) = self.last_sequence(thread) {
+                return sequence.span_begin((enc, out), (ts, site), fields, None);
+            }
+        }
+        self.any_span_begin((thread, ts, thread_cpu_ns), site, fields, out)
+    }
+
+    /// [`State::span_begin`] in full.
+    #[inline(never)]
+    fn any_span_begin(
+        &mut self,
+        (thread, ts, thread_cpu_ns): (Tid, u64, Option<u64>),
+        site: &Site<'_>,
+        fields: &[Field<'_>],
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        if self.arriving.is_empty() {
+            // No flow ends here: written from the site's iids.
+            let extra_counter = self.cpu_sample(thread, thread_cpu_ns, out)?;
+            let index = self.thread_sequence(thread, out)?;
+            return match index.and_then(|i| self.threads.get_mut(i)) {
+                Some(sequence) => {
+                    sequence.span_begin((&mut self.enc, out), (ts, site), fields, extra_counter)
+                }
+                None => Ok(()),
+            };
+        }
         let mut ending = std::mem::take(&mut self.ending);
         ending.clear();
-        if !self.arriving.is_empty() {
-            ending.extend(self.arriving.iter().filter(|(t, _)| *t == thread).map(|(_, flow)| *flow));
-            self.arriving.retain(|(t, _)| *t != thread);
-        }
+        ending.extend(self.arriving.iter().filter(|(t, _)| *t == thread).map(|(_, flow)| *flow));
+        self.arriving.retain(|(t, _)| *t != thread);
         let spec = EventSpec {
-            ts,
-            kind: TYPE_SLICE_BEGIN,
-            name: Some(site.name),
-            category: Some(site.target),
-            fields,
             extra_counter: self.cpu_sample(thread, thread_cpu_ns, out)?,
             terminating_flow_ids: &ending,
-            static_text: site.has_static_text(),
-            ..EventSpec::default()
+            ..EventSpec::slice_begin(ts, site, fields)
         };
         let written = self.thread_event(thread, &spec, out);
         self.ending = ending;
@@ -531,6 +581,7 @@ impl State {
     /// A span ended: its slice ends, with the fields recorded since its begin
     /// (named by `'static` strings when `static_text`).
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn span_end(
         &mut self,
         thread: Tid,
@@ -541,10 +592,23 @@ impl State {
         cpu: Option<ThreadCpu>,
         out: &mut dyn Write,
     ) -> io::Result<()> {
-        self.unclosed += u64::from(unclosed);
         if recorded.is_empty() && !unclosed && cpu.is_none() {
             return self.thread_bare_event(thread, ts, TYPE_SLICE_END, out);
         }
+        self.full_span_end((thread, ts), recorded, (static_text, unclosed), cpu, out)
+    }
+
+    /// [`State::span_end`] for an end with more than its time.
+    #[inline(never)]
+    fn full_span_end(
+        &mut self,
+        (thread, ts): (Tid, u64),
+        recorded: &[Field<'_>],
+        (static_text, unclosed): (bool, bool),
+        cpu: Option<ThreadCpu>,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        self.unclosed += u64::from(unclosed);
         let spec = EventSpec {
             ts,
             kind: TYPE_SLICE_END,

@@ -9,9 +9,12 @@
 
 use std::io;
 
-use trace_core::{Field, Value};
+use trace_core::{Field, Site, Value};
 
-use crate::format::{keys, put_varint, Put, Region, PACKET_KEY, SEQ_NEEDS_INCREMENTAL_STATE};
+use crate::chunk::Chunk;
+use crate::format::{
+    keys, put_varint, Put, Region, PACKET_KEY, SEQ_NEEDS_INCREMENTAL_STATE, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
+};
 
 /// One track event to write; what it leaves out defaults to none.
 #[derive(Clone, Copy, Debug, Default)]
@@ -46,7 +49,21 @@ pub(crate) struct EventSpec<'a> {
     pub static_text: bool,
 }
 
-impl EventSpec<'_> {
+impl<'a> EventSpec<'a> {
+    /// The begin at `ts` of a slice of `site` with `fields`, on the
+    /// sequence's own track.
+    pub(crate) fn slice_begin(ts: u64, site: &Site<'a>, fields: &'a [Field<'a>]) -> Self {
+        EventSpec {
+            ts,
+            kind: TYPE_SLICE_BEGIN,
+            name: Some(site.name),
+            category: Some(site.target),
+            fields,
+            static_text: site.has_static_text(),
+            ..EventSpec::default()
+        }
+    }
+
     /// True when the event has nothing but its time and type (a slice's end
     /// on the sequence's own track, most of a trace's events), which
     /// [`put_bare_event`] writes.
@@ -90,6 +107,9 @@ pub(crate) struct SequenceField {
     bytes: [u8; 8],
     /// How many of `bytes` are the field's.
     len: usize,
+    /// The field, then the track event of a bare slice end: all of such a
+    /// packet after its timestamp but its flags.
+    slice_end: Padded<16>,
 }
 
 impl SequenceField {
@@ -101,7 +121,20 @@ impl SequenceField {
         let mut bytes = [0; 8];
         // A key and a varint of 32 bits: six bytes at most.
         bytes[..field.len()].copy_from_slice(&field);
-        SequenceField { bytes, len: field.len() }
+        let len = field.len();
+        let slice_end = Padded::new(|r| {
+            r.put_padded(&bytes, len);
+            let event = r.open(keys::PACKET_TRACK_EVENT);
+            put_field(r, keys::EVENT_TYPE, TYPE_SLICE_END as u64);
+            r.close(event);
+        });
+        // Ten bytes at most: it fits.
+        SequenceField { bytes, len, slice_end: slice_end.unwrap_or_default() }
+    }
+
+    #[inline]
+    fn put(&self, r: &mut Region<'_>) {
+        r.put_padded(&self.bytes, self.len);
     }
 }
 
@@ -141,47 +174,66 @@ impl EventSpec<'_> {
 /// does not have.
 #[inline]
 pub(crate) fn put_bare_event(
-    buf: &mut Vec<u8>,
+    buf: &mut Chunk,
     sequence: &SequenceField,
     stamp: (u64, Option<u32>),
     kind: i32,
 ) -> io::Result<()> {
-    put_packet(buf, BARE_ROOM, sequence, stamp, |r| {
+    if kind == TYPE_SLICE_END {
+        // Most of them: the bytes after the timestamp in one store.
+        return settle(try_put_in(buf, BARE_ROOM, stamp, |r| sequence.slice_end.put(r)));
+    }
+    settle(try_put_packet(buf, BARE_ROOM, sequence, stamp, |r| {
         let event = r.open(keys::PACKET_TRACK_EVENT);
         put_field(r, keys::EVENT_TYPE, kind as u64);
         r.close(event);
+    }))
+}
+
+/// Makes `room` bytes after the packets of `buf` and writes one packet there:
+/// its key, timestamp and sequence id, what `body` writes (its track event
+/// and interned data), its flags and clock, and its length. Keeps the packet
+/// if it fitted in the room, and says whether it did (see [`settle`]).
+#[inline]
+fn try_put_packet(
+    buf: &mut Chunk,
+    room: usize,
+    sequence: &SequenceField,
+    stamp: (u64, Option<u32>),
+    body: impl FnOnce(&mut Region<'_>),
+) -> bool {
+    try_put_in(buf, room, stamp, |r| {
+        sequence.put(r);
+        body(r);
     })
 }
 
-/// Makes `room` bytes at the end of `buf` and writes one packet there: its
-/// key, timestamp and sequence id, what `body` writes (its track event and
-/// interned data), its flags and clock, and its length; then cuts the room
-/// down to the packet.
+/// [`try_put_packet`] for a `body` that writes the sequence id itself.
 #[inline]
-fn put_packet(
-    buf: &mut Vec<u8>,
+fn try_put_in(
+    buf: &mut Chunk,
     room: usize,
-    sequence: &SequenceField,
     (timestamp, clock_id): (u64, Option<u32>),
     body: impl FnOnce(&mut Region<'_>),
-) -> io::Result<()> {
-    let at = buf.len();
-    buf.resize(at + room, 0);
-    let mut region = Region::new(&mut buf[at..]);
-    let packet = open_packet(&mut region, timestamp, sequence);
+) -> bool {
+    let mut region = Region::new(buf.room(room));
+    let packet = open_packet(&mut region, timestamp);
     body(&mut region);
     close_packet(&mut region, packet, clock_id);
-    let written = (region.len(), region.fits());
-    settle(buf, at, written)
+    let (written, fits) = (region.len(), region.fits());
+    if fits {
+        buf.filled(written);
+    }
+    fits
 }
 
-/// Writes a packet's key, the byte held for its length, its timestamp and
-/// sequence id; returns where its length goes, for [`close_packet`].
+/// Writes a packet's key, the byte held for its length and its timestamp;
+/// returns where its length goes, for [`close_packet`].
 #[inline]
-fn open_packet(r: &mut Region<'_>, timestamp: u64, sequence: &SequenceField) -> usize {
-    let packet = r.open(u64::from(PACKET_KEY));
+fn open_packet(r: &mut Region<'_>, timestamp: u64) -> usize {
+    let packet = r.len() + 1;
+    r.extend_from_slice(&[PACKET_KEY, 0]);
     put_field(r, keys::PACKET_TIMESTAMP, timestamp);
-    r.put_padded(&sequence.bytes, sequence.len);
     packet
 }
 
@@ -196,17 +248,21 @@ fn close_packet(r: &mut Region<'_>, packet: usize, clock_id: Option<u32>) {
     r.close(packet);
 }
 
-/// Cuts the room made at `at` down to the `written` bytes of the packet, or
-/// takes the packet back and says so if it did not fit (the room is worked
-/// out to hold any packet, so this is not expected).
-#[inline]
-fn settle(buf: &mut Vec<u8>, at: usize, (written, fits): (usize, bool)) -> io::Result<()> {
+/// Says so if a packet did not fit in the room made for it (and so was
+/// dropped): the room is worked out to hold any packet, so this is not
+/// expected.
+#[inline(always)]
+fn settle(fits: bool) -> io::Result<()> {
     if fits {
-        buf.truncate(at + written);
         return Ok(());
     }
-    buf.truncate(at);
-    Err(io::Error::other("the Perfetto sink's encoder ran out of the room it made for a packet"))
+    Err(out_of_room())
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_room() -> io::Error {
+    io::Error::other("the Perfetto sink's encoder ran out of the room it made for a packet")
 }
 
 /// The bytes of one flow id: its two-byte key and eight bytes of fixed64.
@@ -239,7 +295,7 @@ pub(crate) struct Resolved<'a> {
 impl Resolved<'_> {
     /// Room for the packet at its longest.
     #[inline]
-    fn room(&self, spec: &EventSpec<'_>) -> usize {
+    pub(crate) fn room(&self, spec: &EventSpec<'_>) -> usize {
         PACKET_ROOM
             + self.annotations.len() * (ANNOTATION_ROOM + INTERNED_ROOM)
             + (spec.flow_ids.len() + spec.terminating_flow_ids.len()) * FLOW_ID_LEN
@@ -253,7 +309,7 @@ impl Resolved<'_> {
 /// `stamp` is the packet's timestamp and clock (see
 /// `SequenceClock::stamp`).
 pub(crate) fn put_track_event(
-    buf: &mut Vec<u8>,
+    buf: &mut Chunk,
     sequence: &SequenceField,
     stamp: (u64, Option<u32>),
     spec: &EventSpec<'_>,
@@ -266,7 +322,7 @@ pub(crate) fn put_track_event(
     let kind = spec.kind as u64;
 
     // Fields in field-number order at each level.
-    put_packet(buf, resolved.room(spec), sequence, stamp, |r| {
+    let fits = try_put_packet(buf, resolved.room(spec), sequence, stamp, |r| {
         let event = r.open(keys::PACKET_TRACK_EVENT);
         if let Some(((iid, _), _)) = category {
             put_field(r, keys::EVENT_CATEGORY_IIDS, iid);
@@ -323,33 +379,197 @@ pub(crate) fn put_track_event(
             }
             r.close(data);
         }
-    })
+    });
+    settle(fits)
 }
 
 /// Appends the packet of a plain track event ([`EventSpec::is_plain`]) whose
 /// strings were all given before: the bytes [`put_track_event`] writes for
-/// it, without the work of the fields it does not have.
+/// it, without the work of the fields it does not have. `annotations` are
+/// its debug annotations, each as its name's iid and its value; `room`
+/// holds the packet at its longest ([`Resolved::room`]).
 #[inline]
-pub(crate) fn put_plain_event(
-    buf: &mut Vec<u8>,
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn put_plain_event<'v>(
+    buf: &mut Chunk,
     sequence: &SequenceField,
     stamp: (u64, Option<u32>),
-    spec: &EventSpec<'_>,
+    kind: i32,
     (name, category): (u64, u64),
-    resolved: &Resolved<'_>,
+    annotations: impl Iterator<Item = (u64, Value<'v>)>,
+    extra_counter: Option<(u64, i64)>,
+    room: usize,
 ) -> io::Result<()> {
-    put_packet(buf, resolved.room(spec), sequence, stamp, |r| {
+    let fits = try_put_packet(buf, room, sequence, stamp, |r| {
         let event = r.open(keys::PACKET_TRACK_EVENT);
         put_field(r, keys::EVENT_CATEGORY_IIDS, category);
-        put_annotations(r, spec, resolved.annotations);
-        put_field(r, keys::EVENT_TYPE, spec.kind as u64);
+        for (iid, value) in annotations {
+            let annotation = r.open(keys::EVENT_DEBUG_ANNOTATIONS);
+            put_annotation(r, iid, value);
+            r.close(annotation);
+        }
+        put_field(r, keys::EVENT_TYPE, kind as u64);
         put_field(r, keys::EVENT_NAME_IID, name);
-        if let Some((track, value)) = spec.extra_counter {
+        if let Some((track, value)) = extra_counter {
             put_field(r, keys::EVENT_EXTRA_COUNTER_VALUES, value as u64);
             put_field(r, keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS, track);
         }
         r.close(event);
-    })
+    });
+    settle(fits)
+}
+
+/// Bytes of a packet known beforehand, padded to a fixed size so that they
+/// go into the room in one store ([`Region::put_padded`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Padded<const N: usize> {
+    bytes: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Default for Padded<N> {
+    fn default() -> Self {
+        Padded { bytes: [0; N], len: 0 }
+    }
+}
+
+impl<const N: usize> Padded<N> {
+    /// The bytes `write` puts, if they fit in `N`.
+    fn new(write: impl FnOnce(&mut Region<'_>)) -> Option<Self> {
+        let mut bytes = [0; N];
+        let mut r = Region::new(&mut bytes);
+        write(&mut r);
+        let (len, fits) = (r.len(), r.fits());
+        fits.then_some(Padded { bytes, len })
+    }
+
+    #[inline]
+    fn put(&self, r: &mut Region<'_>) {
+        r.put_padded(&self.bytes, self.len);
+    }
+}
+
+/// The bytes of a plain event's packet ([`put_plain_event`]) that one call
+/// site's begins on one sequence share, encoded once: the start of the track
+/// event and its category, each annotation's start and name, the type and
+/// name. An event then writes its time and its values between them.
+#[derive(Debug, Default)]
+pub(crate) struct PlainTemplate {
+    /// The packet's sequence id, `track_event`'s key and the byte held for
+    /// its length, then `category_iids`.
+    head: Padded<32>,
+    /// Where in `head` the byte held for the track event's length is.
+    event_at: usize,
+    /// Per annotation: `debug_annotations`' key, the byte held for its
+    /// length, and `name_iid`.
+    annotations: Vec<Padded<16>>,
+    /// `type` and `name_iid`.
+    tail: Padded<24>,
+}
+
+impl PlainTemplate {
+    /// Makes the template of events of type `kind` on `sequence` named by the iids given,
+    /// with annotations named by `annotations` (in order); false (and the
+    /// template unusable) if an iid is too long to be held, which is not expected.
+    pub(crate) fn set(
+        &mut self,
+        (sequence, kind): (&SequenceField, i32),
+        (name, category): (u64, u64),
+        annotations: impl Iterator<Item = u64>,
+    ) -> bool {
+        let head = Padded::new(|r| {
+            sequence.put(r);
+            r.extend_from_slice(&[keys::PACKET_TRACK_EVENT as u8, 0]);
+            put_field(r, keys::EVENT_CATEGORY_IIDS, category);
+        });
+        self.event_at = sequence.len + 1;
+        let tail = Padded::new(|r| {
+            put_field(r, keys::EVENT_TYPE, kind as u64);
+            put_field(r, keys::EVENT_NAME_IID, name);
+        });
+        self.annotations.clear();
+        let mut fits = true;
+        for iid in annotations {
+            let annotation = Padded::new(|r| {
+                r.extend_from_slice(&[keys::EVENT_DEBUG_ANNOTATIONS as u8, 0]);
+                put_field(r, keys::ANNOTATION_NAME_IID, iid);
+            });
+            fits &= annotation.is_some();
+            self.annotations.push(annotation.unwrap_or_default());
+        }
+        match (head, tail) {
+            (Some(head), Some(tail)) => {
+                (self.head, self.tail) = (head, tail);
+                fits
+            }
+            _ => false,
+        }
+    }
+
+    /// Appends the packet of a plain event made from this template with the
+    /// values of `fields` (as many as the template has annotations): byte
+    /// for byte what [`put_plain_event`] writes for it.
+    #[inline]
+    pub(crate) fn put(
+        &self,
+        buf: &mut Chunk,
+        stamp: (u64, Option<u32>),
+        fields: &[Field<'_>],
+        extra_counter: Option<(u64, i64)>,
+    ) -> io::Result<()> {
+        // Room for most events, made without working out their length: a
+        // packet with longer strings is written again in the room it needs.
+        let event = (fields, extra_counter);
+        if self.try_put((buf, LIKELY_ROOM), stamp, event) {
+            return Ok(());
+        }
+        settle(self.try_put((buf, plain_room(fields)), stamp, event))
+    }
+
+    /// [`PlainTemplate::put`] in `room`: true if the packet fitted.
+    #[inline]
+    fn try_put(
+        &self,
+        (buf, room): (&mut Chunk, usize),
+        stamp: (u64, Option<u32>),
+        (fields, extra_counter): (&[Field<'_>], Option<(u64, i64)>),
+    ) -> bool {
+        try_put_in(buf, room, stamp, |r| {
+            let event = r.len() + self.event_at;
+            self.head.put(r);
+            for (annotation, field) in self.annotations.iter().zip(fields) {
+                let at = r.len() + 1;
+                annotation.put(r);
+                put_value(r, field.value);
+                r.close(at);
+            }
+            self.tail.put(r);
+            if let Some((track, value)) = extra_counter {
+                put_field(r, keys::EVENT_EXTRA_COUNTER_VALUES, value as u64);
+                put_field(r, keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS, track);
+            }
+            r.close(event);
+        })
+    }
+}
+
+/// The room [`PlainTemplate::put`] makes first: the chunk keeps this much
+/// beyond its packets at all times ([`crate::chunk::SPARE`]), so making it
+/// costs nothing.
+const LIKELY_ROOM: usize = 1024;
+
+/// Room for the packet of a plain event with `fields` at its longest, its
+/// name, category and annotation names given before.
+#[inline]
+fn plain_room(fields: &[Field<'_>]) -> usize {
+    let mut room = PACKET_ROOM;
+    for field in fields {
+        room += ANNOTATION_ROOM;
+        if let Value::Str(s) = field.value {
+            room += s.len();
+        }
+    }
+    room
 }
 
 /// Appends the debug annotations of `spec`, `fields` then `extra`, each
@@ -368,6 +588,12 @@ fn put_annotations(r: &mut Region<'_>, spec: &EventSpec<'_>, annotations: &[(u64
 #[inline]
 fn put_annotation(r: &mut Region<'_>, name_iid: u64, value: Value<'_>) {
     put_field(r, keys::ANNOTATION_NAME_IID, name_iid);
+    put_value(r, value);
+}
+
+/// Appends a `DebugAnnotation`'s value.
+#[inline]
+fn put_value(r: &mut Region<'_>, value: Value<'_>) {
     match value {
         Value::I64(v) => put_field(r, keys::ANNOTATION_INT, v as u64),
         Value::U64(v) => put_field(r, keys::ANNOTATION_UINT, v),
@@ -402,6 +628,16 @@ fn put_field(buf: &mut Region<'_>, key: u64, value: u64) {
     }
     if key < 0x80 && value < 0x4000 {
         buf.extend_from_slice(&[key as u8, value as u8 | 0x80, (value >> 7) as u8]);
+        return;
+    }
+    // A time since the sequence's last event of up to 2 ms.
+    if key < 0x80 && value < 0x20_0000 {
+        buf.extend_from_slice(&[
+            key as u8,
+            value as u8 | 0x80,
+            (value >> 7) as u8 | 0x80,
+            (value >> 14) as u8,
+        ]);
         return;
     }
     put_varint(buf, key);
