@@ -225,6 +225,19 @@ struct Lane {
     gap_from: Option<u64>,
 }
 
+/// The monotonic time of a record of `lane` stamped `stamp`, given the
+/// tick conversion (`anchors`) or the capture's start (`base`): a thread's
+/// times never go back, even where two counter reads ran out of order.
+#[inline(always)]
+fn lane_time(anchors: Option<&Anchors>, base: u64, lane: &mut Lane, stamp: u64) -> u64 {
+    let ns = match anchors {
+        Some(anchors) => anchors.ns_near(stamp, &mut lane.segment),
+        None => base + stamp,
+    };
+    lane.last_ns = lane.last_ns.max(ns);
+    lane.last_ns
+}
+
 /// A span's fields, from its creation and later records, while it lives.
 type Spans = IdMap<SpanFields>;
 
@@ -521,14 +534,7 @@ impl Writer {
     fn time(&mut self, i: usize, stamp: u64) -> u64 {
         let base = self.threads.stamps.base_mono_ns;
         match self.lanes[i].as_mut() {
-            Some(l) => {
-                let ns = match &self.anchors {
-                    Some(anchors) => anchors.ns_near(stamp, &mut l.segment),
-                    None => base + stamp,
-                };
-                l.last_ns = l.last_ns.max(ns);
-                l.last_ns
-            }
+            Some(l) => lane_time(self.anchors.as_ref(), base, l, stamp),
             None => self.anchors.as_ref().map_or(base + stamp, |a| a.ns(stamp)),
         }
     }
@@ -692,9 +698,11 @@ impl Writer {
     #[inline]
     fn leaf(&mut self, i: usize, batch: &Batch, enter: &Raw, close: &Raw) -> bool {
         let Some(meta) = enter.meta else { return false };
-        let begin_ts = self.time(i, enter.ts);
-        let ts = self.time(i, close.ts);
+        let base = self.threads.stamps.base_mono_ns;
         let Some(lane) = self.lanes[i].as_mut() else { return false };
+        // With one lookup of the thread.
+        let begin_ts = lane_time(self.anchors.as_ref(), base, lane, enter.ts);
+        let ts = lane_time(self.anchors.as_ref(), base, lane, close.ts);
         let tid = lane.tid;
         // As the exit of a slice that leaves the stack empty does.
         if lane.stack.is_empty() {

@@ -82,8 +82,17 @@ impl Pieces {
 
     /// Sends the flows that end at the piece of span `id` that thread `tid`
     /// (lane `lane`) begins at `ts`, before its begin.
-    #[inline]
+    #[inline(always)]
     pub(super) fn arrivals(&mut self, sinks: &mut [SinkFile], lane: usize, tid: Tid, id: u64, ts: u64) {
+        // Most begins have none: two lengths read, no call.
+        if self.followers.is_empty() && self.arriving.get(lane).is_none_or(Vec::is_empty) {
+            return;
+        }
+        self.send_arrivals(sinks, lane, tid, id, ts);
+    }
+
+    #[inline(never)]
+    fn send_arrivals(&mut self, sinks: &mut [SinkFile], lane: usize, tid: Tid, id: u64, ts: u64) {
         if let Some(arriving) = self.arriving.get_mut(lane).filter(|a| !a.is_empty()) {
             for (flow, kind) in arriving.drain(..) {
                 feed(sinks, &Event::FlowIn { flow, kind, thread: tid, ts, at_begin: true });
