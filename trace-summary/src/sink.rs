@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Write};
 
-use trace_core::{Event, Field, Finish, Since, Sink, Site, Start, Value};
+use trace_core::{Event, Field, Finish, Since, Sink, Start, Value};
 
 use crate::format::{
     FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_UNAVAILABLE, SINCE_IMAGE_START, SINCE_PROCESS_CREATION,
@@ -40,21 +40,25 @@ impl Sum {
     }
 }
 
-/// The field at one position of the field list of a `'static` call site's
-/// last end: its name's address and length, the index of its sum in
-/// [`Acc::sums`] ([`NO_SUM`] while it has carried no integer), and a part of
-/// that sum not yet in [`Sum::hi`].
+/// The integer field last found at one position of a `'static` call site's
+/// field list: its name's address and length, the index of its sum in
+/// [`Acc::sums`] ([`NO_SUM`] before one came), and a part of that sum not
+/// yet in [`Sum::hi`].
 #[derive(Clone, Copy)]
 struct Position {
     addr: usize,
     len: usize,
+    /// `len` while `lo` takes values (the sum is far from `i128`'s bounds),
+    /// else [`NOT_FAST`]: the common case compares one length.
+    fast_len: usize,
     lo: i64,
     sum: u32,
-    /// The sum exists and is far from `i128`'s bounds: `lo` takes values.
-    fast: bool,
 }
 
 const NO_SUM: u32 = u32::MAX;
+
+/// [`Position::fast_len`] of a position whose values go to [`Sum::hi`].
+const NOT_FAST: usize = usize::MAX;
 
 /// An integer value as an `i64`, if it fits.
 #[inline]
@@ -113,18 +117,17 @@ impl Acc {
             return Some(0);
         }
         for (i, (p, f)) in self.positions.iter_mut().zip(fields).enumerate() {
-            if p.addr == f.name.as_ptr() as usize && p.len == f.name.len() {
-                let v = match f.value {
-                    Value::I64(v) => Some(v),
-                    Value::U64(v) if v <= i64::MAX as u64 => Some(v as i64),
-                    Value::U64(_) => None,
-                    _ => continue,
-                };
-                if p.fast {
-                    if let Some(lo) = v.and_then(|v| p.lo.checked_add(v)) {
-                        p.lo = lo;
-                        continue;
-                    }
+            let v = match f.value {
+                Value::I64(v) => v,
+                Value::U64(v) if v <= i64::MAX as u64 => v as i64,
+                Value::U64(_) => return Some(i),
+                // Not summed, wherever it is.
+                _ => continue,
+            };
+            if p.addr == f.name.as_ptr() as usize && p.fast_len == f.name.len() {
+                if let Some(lo) = p.lo.checked_add(v) {
+                    p.lo = lo;
+                    continue;
                 }
             }
             return Some(i);
@@ -146,29 +149,27 @@ impl Acc {
 
     /// Adds a `'static` field at position `i`, and remembers where it was.
     fn add_at(&mut self, i: usize, f: &Field<'_>) {
+        let Some(v) = f.value.as_integer() else { return };
         let Some(&p) = self.positions.get(i) else { return };
-        let addr = f.name.as_ptr() as usize;
-        let integer = f.value.as_integer().is_some();
-        let p = if p.addr == addr && p.len == f.name.len() && (p.sum != NO_SUM || !integer) {
+        let (addr, len) = (f.name.as_ptr() as usize, f.name.len());
+        let p = if p.addr == addr && p.len == len && p.sum != NO_SUM {
             p
         } else {
             self.flush(i);
             let sum = match self.sums.iter().position(|s| s.name == f.name) {
                 Some(at) => at,
-                None if integer => self.new_sum(f.name),
-                None => usize::MAX,
+                None => self.new_sum(f.name),
             };
             let sum = u32::try_from(sum).unwrap_or(NO_SUM);
             let fast = self.sums.get(sum as usize).is_some_and(|s| !s.near_bound);
-            let p = Position { addr, len: f.name.len(), lo: 0, sum, fast };
+            let fast_len = if fast { len } else { NOT_FAST };
+            let p = Position { addr, len, fast_len, lo: 0, sum };
             self.positions[i] = p;
             p
         };
-        if let Some(v) = f.value.as_integer() {
-            match narrow(f.value).and_then(|v| p.lo.checked_add(v)) {
-                Some(lo) if p.fast => self.positions[i].lo = lo,
-                _ => self.add_wide(p.sum, v),
-            }
+        match narrow(f.value).and_then(|v| p.lo.checked_add(v)) {
+            Some(lo) if p.fast_len != NOT_FAST => self.positions[i].lo = lo,
+            _ => self.add_wide(p.sum, v),
         }
     }
 
@@ -204,7 +205,7 @@ impl Acc {
         s.add_wide(v);
         if s.near_bound {
             for p in self.positions.iter_mut().filter(|p| p.sum == sum) {
-                p.fast = false;
+                p.fast_len = NOT_FAST;
             }
         }
     }
@@ -223,7 +224,7 @@ impl Acc {
         for i in len..self.positions.len() {
             self.flush(i);
         }
-        self.positions.resize(len, Position { addr: 0, len: 0, lo: 0, sum: NO_SUM, fast: false });
+        self.positions.resize(len, Position { addr: 0, len: 0, fast_len: NOT_FAST, lo: 0, sum: NO_SUM });
     }
 
     /// The sum `sums[at]` with its parts at the positions.
@@ -401,11 +402,13 @@ impl SummarySink {
     /// A span's end not found in [`SummarySink::recent`].
     #[cold]
     #[inline(never)]
-    fn span_end(&mut self, ns: u64, cpu: Option<u64>, unclosed: bool, site: &Site<'_>, fields: &[Field<'_>]) {
-        let fixed = site.has_static_text();
-        let index = self.index_of(site.name, site.target, fixed);
-        if let Some((_, _, acc)) = self.spans.get_mut(index) {
-            acc.add(ns, cpu, unclosed, fields, fixed);
+    fn span_end(&mut self, event: &Event<'_>) {
+        if let Event::SpanEnd { ts, begin_ts, site, fields, unclosed, cpu, .. } = *event {
+            let fixed = site.has_static_text();
+            let index = self.index_of(site.name, site.target, fixed);
+            if let Some((_, _, acc)) = self.spans.get_mut(index) {
+                acc.add(ts.saturating_sub(begin_ts), cpu.map(|c| c.ns()), unclosed, fields, fixed);
+            }
         }
     }
 
@@ -486,26 +489,27 @@ impl Sink for SummarySink {
     }
 
     fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
-        let Event::SpanEnd { ts, begin_ts, site, fields, unclosed, cpu, .. } = *event else {
+        let Event::SpanEnd { site, .. } = event else {
             self.other_event(event);
             return Ok(());
         };
-        let ns = ts.saturating_sub(begin_ts);
-        let cpu = cpu.map(|c| c.ns());
-        // The common case calls nothing, so that it saves no registers: a
-        // `'static` call site seen before, its fields where they were.
+        // The common case calls nothing, so that it saves few registers: a
+        // `'static` call site seen before, its fields where they were. The
+        // rest of the event is read once the span is found.
         if site.has_static_text() {
             if let Some(index) = self.recent.hit(site.name, site.target) {
                 if let Some((_, _, acc)) = self.spans.get_mut(index) {
-                    acc.add_times(ns, cpu, unclosed);
-                    if let Some(i) = acc.add_in_place(fields) {
-                        acc.add_slowly(i, fields);
+                    if let Event::SpanEnd { ts, begin_ts, fields, unclosed, cpu, .. } = *event {
+                        acc.add_times(ts.saturating_sub(begin_ts), cpu.map(|c| c.ns()), unclosed);
+                        if let Some(i) = acc.add_in_place(fields) {
+                            acc.add_slowly(i, fields);
+                        }
                     }
                     return Ok(());
                 }
             }
         }
-        self.span_end(ns, cpu, unclosed, &site, fields);
+        self.span_end(event);
         Ok(())
     }
 
