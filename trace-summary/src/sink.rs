@@ -33,10 +33,14 @@ struct Sum {
 const MARGIN: i128 = 1 << 100;
 
 impl Sum {
-    /// Adds `v` to `hi`, which holds every earlier value.
-    fn add_wide(&mut self, v: i128) {
+    /// Adds `v` to `hi`; true if `hi` is now near the bounds for the first
+    /// time.
+    fn add_wide(&mut self, v: i128) -> bool {
         self.hi = self.hi.saturating_add(v);
-        self.near_bound = self.hi >= i128::MAX - MARGIN || self.hi <= i128::MIN + MARGIN;
+        let near = self.hi >= i128::MAX - MARGIN || self.hi <= i128::MIN + MARGIN;
+        let first = near && !self.near_bound;
+        self.near_bound |= near;
+        first
     }
 }
 
@@ -201,22 +205,25 @@ impl Acc {
                 self.flush(i);
             }
         }
-        let Some(s) = self.sums.get_mut(sum as usize) else { return };
-        s.add_wide(v);
-        if s.near_bound {
-            for p in self.positions.iter_mut().filter(|p| p.sum == sum) {
-                p.fast_len = NOT_FAST;
-            }
+        if self.sums.get_mut(sum as usize).is_some_and(|s| s.add_wide(v)) {
+            self.stop_fast(sum);
+        }
+    }
+
+    /// Sends the values of `sums[sum]`, now near the bounds, to its `hi`.
+    fn stop_fast(&mut self, sum: u32) {
+        for p in self.positions.iter_mut().filter(|p| p.sum == sum) {
+            p.fast_len = NOT_FAST;
         }
     }
 
     /// Moves the partial sum at position `i` into its sum.
     fn flush(&mut self, i: usize) {
         let Some(p) = self.positions.get_mut(i) else { return };
-        let lo = std::mem::take(&mut p.lo);
-        if let Some(s) = self.sums.get_mut(p.sum as usize) {
-            // Far from the bounds: exact.
-            s.hi = s.hi.saturating_add(i128::from(lo));
+        let (lo, sum) = (std::mem::take(&mut p.lo), p.sum);
+        // Far from the bounds, or `lo` is 0: exact.
+        if self.sums.get_mut(sum as usize).is_some_and(|s| s.add_wide(i128::from(lo))) {
+            self.stop_fast(sum);
         }
     }
 
@@ -726,6 +733,27 @@ mod tests {
             }
             assert_eq!(sums(&acc), one_by_one(ends.iter().map(|f| f.as_slice())));
         }
+    }
+
+    #[test]
+    fn a_part_moved_in_when_its_position_is_taken_can_bring_a_sum_near_the_bounds() {
+        static N: &str = "n";
+        static OTHER: &str = "other";
+        let mut acc = Acc::default();
+        acc.add(1, None, false, &[int(N, 0)], true);
+        let start = i128::MAX - MARGIN - 10;
+        acc.add_wide(0, start);
+        acc.add(1, None, false, &[int(N, 5)], true);
+        acc.add(1, None, false, &[int(N, 10)], true);
+        assert!(!acc.sums[0].near_bound, "the values wait at their position");
+        // `n` moves: its part goes into the sum, which is now near the bounds.
+        acc.add(1, None, false, &[int(OTHER, 1), int(N, i64::MAX)], true);
+        assert!(acc.sums[0].near_bound);
+        assert!(acc.positions.iter().all(|p| p.sum != 0 || p.fast_len == NOT_FAST));
+        acc.add(1, None, false, &[int(OTHER, 1), int(N, -3)], true);
+        let n = start + 5 + 10 + i128::from(i64::MAX) - 3;
+        let expected: BTreeMap<String, i128> = [(N.to_string(), n), (OTHER.to_string(), 2)].into();
+        assert_eq!(sums(&acc), expected);
     }
 
     #[test]
