@@ -106,7 +106,7 @@ impl Sequence {
     /// the iids cached for the site when it has been begun here before with
     /// fields of the same names, without interning; through [`Sequence::event`]
     /// otherwise, caching the site's iids once its strings are given.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn span_begin(
         &mut self,
         (enc, out): (&mut Encoder, &mut dyn Write),
