@@ -12,7 +12,8 @@ use crate::intern::Interner;
 use crate::proto::{TracePacket, TracePacketDefaults, TrackDescriptor, TrackEventDefaults};
 use crate::sites::Sites;
 use crate::track_event::{
-    put_bare_event, put_plain_event, put_track_event, EventSpec, Resolved, SequenceField, ELLIPSIS,
+    put_bare_event, put_plain_event, put_track_event, CpuCounter, EventSpec, Resolved, SequenceField,
+    ELLIPSIS,
 };
 
 /// One packet sequence (`trusted_packet_sequence_id`) of the file.
@@ -27,6 +28,9 @@ pub(crate) struct Sequence {
     annotation_names: Interner,
     /// The begins of the call sites seen on this sequence, with their iids.
     sites: Sites,
+    /// The thread CPU-time counter its slices carried last, its bytes
+    /// encoded once.
+    cpu: Option<CpuCounter>,
 }
 
 impl Sequence {
@@ -64,6 +68,7 @@ impl Sequence {
             categories: Interner::default(),
             annotation_names: Interner::default(),
             sites: Sites::default(),
+            cpu: None,
         })
     }
 
@@ -101,7 +106,7 @@ impl Sequence {
     /// the iids cached for the site when it has been begun here before with
     /// fields of the same names, without interning; through [`Sequence::event`]
     /// otherwise, caching the site's iids once its strings are given.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn span_begin(
         &mut self,
         (enc, out): (&mut Encoder, &mut dyn Write),
@@ -111,11 +116,37 @@ impl Sequence {
     ) -> io::Result<()> {
         if let Some(begin) = self.sites.get(site, fields) {
             let stamp = self.clock.stamp(ts);
-            begin.template.put(&mut enc.chunk, stamp, fields, extra_counter)?;
+            let sample = match extra_counter {
+                Some((track, value)) => Some((cpu_counter(&mut self.cpu, &self.field, track), value)),
+                None => None,
+            };
+            begin.template.put(&mut enc.chunk, stamp, fields, sample)?;
             return enc.appended(out);
         }
         let spec = EventSpec { extra_counter, ..EventSpec::slice_begin(ts, site, fields) };
         self.first_span_begin(enc, out, &spec, site)
+    }
+
+    /// The uuid of the thread CPU-time counter this sequence's slices
+    /// carried last, if any has.
+    #[inline]
+    pub(crate) fn cpu_track(&self) -> Option<u64> {
+        self.cpu.as_ref().map(CpuCounter::uuid)
+    }
+
+    /// Writes the end at `ts` of a slice on the sequence's own track that
+    /// carries nothing but the value of the counter `track` then
+    /// ([`EventSpec::counter_end`]): from bytes encoded once for the counter.
+    #[inline]
+    pub(crate) fn counter_end(
+        &mut self,
+        (enc, out): (&mut Encoder, &mut dyn Write),
+        ts: u64,
+        (track, value): (u64, i64),
+    ) -> io::Result<()> {
+        let stamp = self.clock.stamp(ts);
+        cpu_counter(&mut self.cpu, &self.field, track).put_end(&mut enc.chunk, stamp, value)?;
+        enc.appended(out)
     }
 
     /// [`Sequence::span_begin`] of `spec` for a site not cached yet.
@@ -150,6 +181,9 @@ impl Sequence {
     ) -> io::Result<()> {
         if spec.is_bare() {
             return self.bare_event(enc, out, spec.ts, spec.kind);
+        }
+        if let Some(sample) = spec.counter_end() {
+            return self.counter_end((enc, out), spec.ts, sample);
         }
         let fixed = spec.static_text;
         let name = spec.name.map(|s| (self.event_names.intern(s, fixed), s));
@@ -192,6 +226,16 @@ impl Sequence {
         }
         enc.appended(out)
     }
+}
+
+/// The counter of track `track` on the sequence of `field`: `cpu`, made
+/// again if it is another track's or none.
+#[inline]
+fn cpu_counter<'c>(cpu: &'c mut Option<CpuCounter>, field: &SequenceField, track: u64) -> &'c CpuCounter {
+    if cpu.as_ref().is_some_and(|counter| counter.uuid() != track) {
+        *cpu = None;
+    }
+    cpu.get_or_insert_with(|| CpuCounter::new(field, track))
 }
 
 #[cfg(test)]
@@ -549,6 +593,174 @@ mod tests {
             }
         }
         assert!(hand_out == prost_out, "the flushed chunks differ");
+    }
+
+    /// Thread CPU clock readings as the counter carries them: small, at each
+    /// varint length boundary, large, and past `i64::MAX` as a reading cast
+    /// to an int64 would be (negative: ten bytes on the wire).
+    const CPU_VALUES: [i64; 12] = [
+        0,
+        1,
+        127,
+        128,
+        16_384,
+        1_000_000_007,
+        1 << 40,
+        i64::MAX,
+        u64::MAX as i64,
+        (u64::MAX - 1_000) as i64,
+        i64::MIN,
+        -1,
+    ];
+
+    /// Counter track uuids: small, and as the sink draws them (up to 64 bits).
+    const CPU_TRACKS: [u64; 3] = [5, 0xfeed_f00d_u64 << 20, u64::MAX];
+
+    /// Sites of `'static` text whose names' addresses fall in the same slot
+    /// of a sequence's cache (with one field): each pushes the other out.
+    fn colliding_sites() -> (Site<'static>, Site<'static>) {
+        static TEXT: &str = "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn";
+        let fields = [Field { name: "a", value: Value::U64(0) }];
+        let named = |name: &'static str| {
+            let mut site = static_site();
+            site.name = name;
+            site
+        };
+        // 66 names (one-byte strings at 66 addresses) in 64 slots: two of
+        // them share one. The slot is taken from a name's address, so they
+        // are told apart by it, the same text though they hold.
+        let names: Vec<&'static str> = (0..66).filter_map(|i| TEXT.get(i..=i)).collect();
+        let slot = |name| Sites::slot(&named(name), &fields);
+        for (i, &a) in names.iter().enumerate() {
+            for &b in &names[i + 1..] {
+                if slot(a) == slot(b) {
+                    return (named(a), named(b));
+                }
+            }
+        }
+        panic!("66 names in 64 slots: two share one")
+    }
+
+    #[test]
+    fn begins_with_a_cpu_counter_from_a_call_sites_cached_bytes_are_byte_for_byte_what_prost_writes() {
+        let site = static_site();
+        let (first, second) = colliding_sites();
+        let long = "w".repeat(300);
+        // Sequences of short and long ids; the later one started after the
+        // first has cached its sites, at a later base.
+        for id in [3, 0x0fff_ffff] {
+            let [(mut hand, mut hand_enc, mut hand_out), (mut oracle, mut prost_enc, mut prost_out)] =
+                two_sequences(id);
+            let mut begin = |ts, site, fields: &[Field<'_>], sample, what: &str| {
+                let hand = (&mut hand, &mut hand_enc, &mut hand_out);
+                begin_on_both(
+                    hand,
+                    (&mut oracle, &mut prost_enc, &mut prost_out),
+                    ts,
+                    site,
+                    fields,
+                    sample,
+                    what,
+                );
+            };
+            let mut ts = 10;
+            for (round, value) in CPU_VALUES.into_iter().enumerate() {
+                let track = CPU_TRACKS[round % CPU_TRACKS.len()];
+                let lists: [&[Field<'_>]; 3] = [
+                    &[Field { name: "a", value: Value::U64(round as u64) }],
+                    &[
+                        Field { name: "a", value: Value::Str(&long) },
+                        Field { name: "b", value: Value::I64(-1) },
+                    ],
+                    &[],
+                ];
+                let sample = Some((track, value));
+                for (n, fields) in lists.into_iter().enumerate() {
+                    ts = if (round + n) % 5 == 4 { ts - 1 } else { ts + 3 + (round as u64) * 100_000 };
+                    begin(ts, site, fields, sample, &format!("sequence {id}, value {value}, list {n}"));
+                }
+                // Two sites of one slot, in turns: each begin from scratch.
+                for colliding in [first, second, first] {
+                    ts += 7;
+                    let fields = [Field { name: "a", value: Value::U64(1) }];
+                    begin(ts, colliding, &fields, sample, &format!("{id}, {value}, {:p}", colliding.name));
+                }
+            }
+            assert!(hand_out == prost_out, "the flushed chunks differ");
+        }
+    }
+
+    #[test]
+    fn ends_with_only_a_cpu_counter_are_byte_for_byte_what_prost_writes() {
+        for timestamps in [Timestamps::Incremental, Timestamps::Absolute] {
+            for id in [1, 0x1234_5678] {
+                let (mut hand_enc, mut prost_enc) = (Encoder::default(), Encoder::default());
+                let (mut hand_out, mut prost_out) = (Vec::new(), Vec::new());
+                let mut hand =
+                    Sequence::start(&mut hand_enc, &mut hand_out, id, timestamps, None, 5).unwrap();
+                let mut oracle =
+                    Sequence::start(&mut prost_enc, &mut prost_out, id, timestamps, None, 5).unwrap();
+                hand_enc.chunk.clear();
+                prost_enc.chunk.clear();
+                let mut ts = 5;
+                for (i, value) in CPU_VALUES.into_iter().enumerate() {
+                    // The same track for a run, then another one.
+                    let track = CPU_TRACKS[i / 5];
+                    ts = match i % 4 {
+                        0 => ts + 1,
+                        1 => ts + (1 << 40),
+                        2 => ts - 1,
+                        _ => ts + 300,
+                    };
+                    let spec = EventSpec {
+                        ts,
+                        kind: TYPE_SLICE_END,
+                        extra_counter: Some((track, value)),
+                        ..EventSpec::default()
+                    };
+                    assert_eq!(spec.counter_end(), Some((track, value)));
+                    hand.event(&mut hand_enc, &mut hand_out, &spec).unwrap();
+                    event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();
+                    assert_eq!(
+                        hand_enc.chunk.pending(),
+                        prost_enc.chunk.pending(),
+                        "{timestamps:?}, sequence {id}, value {value}"
+                    );
+                    assert_eq!(hand.cpu_track(), Some(track));
+                    // And the same end written straight, as a capture does.
+                    hand_enc.chunk.clear();
+                    prost_enc.chunk.clear();
+                    ts += 2;
+                    hand.counter_end((&mut hand_enc, &mut hand_out), ts, (track, value)).unwrap();
+                    let spec = EventSpec { ts, ..spec };
+                    event_with_prost(&mut oracle, &mut prost_enc, &mut prost_out, &spec).unwrap();
+                    assert_eq!(hand_enc.chunk.pending(), prost_enc.chunk.pending(), "straight, {value}");
+                    hand_enc.chunk.clear();
+                    prost_enc.chunk.clear();
+                }
+                hand_enc.flush(&mut hand_out).unwrap();
+                prost_enc.flush(&mut prost_out).unwrap();
+                assert!(hand_out == prost_out, "the flushed chunks differ");
+            }
+        }
+    }
+
+    #[test]
+    fn an_end_with_more_than_its_cpu_counter_is_not_written_as_a_counter_end() {
+        let fields = [Field { name: "a", value: Value::U64(1) }];
+        let end =
+            EventSpec { ts: 1, kind: TYPE_SLICE_END, extra_counter: Some((5, 9)), ..EventSpec::default() };
+        assert_eq!(end.counter_end(), Some((5, 9)));
+        for other in [
+            EventSpec { fields: &fields, ..end },
+            EventSpec { extra: &fields, ..end },
+            EventSpec { kind: TYPE_SLICE_BEGIN, ..end },
+            EventSpec { track: Some(3), ..end },
+            EventSpec { terminating_flow_ids: &[4], ..end },
+            EventSpec { extra_counter: None, ..end },
+        ] {
+            assert_eq!(other.counter_end(), None, "{other:?}");
+        }
     }
 
     #[test]

@@ -52,7 +52,7 @@ impl Default for Sites {
 
 impl Sites {
     #[inline]
-    fn slot(site: &Site<'_>, fields: &[Field<'_>]) -> usize {
+    pub(crate) fn slot(site: &Site<'_>, fields: &[Field<'_>]) -> usize {
         let addr = site.name.as_ptr() as usize ^ fields.len();
         (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15_u64 as usize) >> (usize::BITS - SLOTS.trailing_zeros()))
             % SLOTS

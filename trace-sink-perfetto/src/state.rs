@@ -237,7 +237,7 @@ impl State {
         out: &mut dyn Write,
     ) -> io::Result<Option<(u64, i64)>> {
         match ns {
-            Some(ns) => Ok(Some((self.cpu_track(thread, out)?, i64::try_from(ns).unwrap_or(i64::MAX)))),
+            Some(ns) => Ok(Some((self.cpu_track(thread, out)?, cpu_value(ns)))),
             None => Ok(None),
         }
     }
@@ -376,6 +376,13 @@ impl State {
         };
         self.process.event(&mut self.enc, out, &end)
     }
+}
+
+/// A thread CPU clock reading as the counter's value (an int64 on the wire):
+/// the largest value for one past it.
+#[inline]
+fn cpu_value(ns: u64) -> i64 {
+    i64::try_from(ns).unwrap_or(i64::MAX)
 }
 
 impl State {
@@ -535,10 +542,18 @@ impl State {
         out: &mut dyn Write,
     ) -> io::Result<()> {
         // Most begins: on the thread of the event before, no flow ending
-        // there, no CPU time read: written from the site's cached bytes.
-        if self.arriving.is_empty() && thread_cpu_ns.is_none() {
+        // there, no CPU time read or that of a counter declared before:
+        // written from the site's cached bytes.
+        if self.arriving.is_empty() {
             if let Some((sequence, enc)) = self.last_sequence(thread) {
-                return sequence.span_begin((enc, out), (ts, site), fields, None);
+                match (thread_cpu_ns, sequence.cpu_track()) {
+                    (None, _) => return sequence.span_begin((enc, out), (ts, site), fields, None),
+                    (Some(ns), Some(track)) => {
+                        let sample = Some((track, cpu_value(ns)));
+                        return sequence.span_begin((enc, out), (ts, site), fields, sample);
+                    }
+                    (Some(_), None) => {}
+                }
             }
         }
         self.any_span_begin((thread, ts, thread_cpu_ns), site, fields, out)
@@ -592,8 +607,17 @@ impl State {
         cpu: Option<ThreadCpu>,
         out: &mut dyn Write,
     ) -> io::Result<()> {
-        if recorded.is_empty() && !unclosed && cpu.is_none() {
-            return self.thread_bare_event(thread, ts, TYPE_SLICE_END, out);
+        if recorded.is_empty() && !unclosed {
+            let Some(cpu) = cpu else {
+                return self.thread_bare_event(thread, ts, TYPE_SLICE_END, out);
+            };
+            // Most ends where the CPU clock is read: the counter's value and
+            // nothing else, on a counter declared before.
+            if let Some((sequence, enc)) = self.last_sequence(thread) {
+                if let Some(track) = sequence.cpu_track() {
+                    return sequence.counter_end((enc, out), ts, (track, cpu_value(cpu.end_ns)));
+                }
+            }
         }
         self.full_span_end((thread, ts), recorded, (static_text, unclosed), cpu, out)
     }

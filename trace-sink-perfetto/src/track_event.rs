@@ -138,6 +138,85 @@ impl SequenceField {
     }
 }
 
+/// The thread CPU-time counter a sequence's slices carry
+/// (`extra_counter_values`, `extra_counter_track_uuids`), its bytes encoded
+/// once: the field of its track's uuid, which follows each value, and all of
+/// a slice end that carries nothing but the counter up to its value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CpuCounter {
+    /// The counter track's uuid.
+    uuid: u64,
+    /// `extra_counter_track_uuids` and the uuid: twelve bytes at most.
+    track: Padded<16>,
+    /// The packet's sequence id, `track_event`'s key and the byte held for
+    /// its length, and `type` (a slice's end): ten bytes at most.
+    end_head: Padded<16>,
+    /// Where in `end_head` the byte held for the track event's length is.
+    end_event_at: usize,
+}
+
+impl CpuCounter {
+    /// The counter of track `uuid` on `sequence`.
+    pub(crate) fn new(sequence: &SequenceField, uuid: u64) -> Self {
+        let track = Padded::new(|r| put_field(r, keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS, uuid));
+        let end_head = Padded::new(|r| {
+            sequence.put(r);
+            r.extend_from_slice(&[keys::PACKET_TRACK_EVENT as u8, 0]);
+            put_field(r, keys::EVENT_TYPE, TYPE_SLICE_END as u64);
+        });
+        // Twelve and ten bytes at most: they fit.
+        CpuCounter {
+            uuid,
+            track: track.unwrap_or_default(),
+            end_head: end_head.unwrap_or_default(),
+            end_event_at: sequence.len + 1,
+        }
+    }
+
+    /// The counter track's uuid.
+    #[inline]
+    pub(crate) fn uuid(&self) -> u64 {
+        self.uuid
+    }
+
+    /// Writes `extra_counter_values` with `value`, then
+    /// `extra_counter_track_uuids`: in one store.
+    #[inline]
+    fn put_sample(&self, r: &mut Region<'_>, value: i64) {
+        // The key (one byte), the value (ten bytes at most) and the track's
+        // field (sixteen with its padding).
+        let mut bytes = [0u8; 32];
+        bytes[0] = keys::EVENT_EXTRA_COUNTER_VALUES as u8;
+        // An int64 goes on the wire as its two's complement, as prost writes it.
+        let mut v = value as u64;
+        let mut n = 1;
+        while v >= 0x80 && n < 10 {
+            bytes[n] = v as u8 | 0x80;
+            v >>= 7;
+            n += 1;
+        }
+        bytes[n] = v as u8;
+        n += 1;
+        if let Some(to) = bytes.get_mut(n..).and_then(<[u8]>::first_chunk_mut::<16>) {
+            *to = self.track.bytes;
+        }
+        r.put_padded(&bytes, n + self.track.len);
+    }
+
+    /// Appends the packet of a slice's end that carries nothing but this
+    /// counter's `value` ([`EventSpec::counter_end`]): byte for byte what
+    /// [`put_track_event`] writes for it.
+    #[inline]
+    pub(crate) fn put_end(&self, buf: &mut Chunk, stamp: (u64, Option<u32>), value: i64) -> io::Result<()> {
+        settle(try_put_in(buf, BARE_ROOM, stamp, |r| {
+            let event = r.len() + self.end_event_at;
+            self.end_head.put(r);
+            self.put_sample(r, value);
+            r.close(event);
+        }))
+    }
+}
+
 /// Room for the packet of a bare event: its key and length, timestamp,
 /// sequence id, track event (key, length, type), flags and clock, each at
 /// its longest.
@@ -153,6 +232,16 @@ const ANNOTATION_ROOM: usize = 48;
 const INTERNED_ROOM: usize = 40;
 
 impl EventSpec<'_> {
+    /// The counter value of a slice's end that has nothing but its time and
+    /// one extra counter value (a slice's end where the thread CPU clock is
+    /// read, most of them then), which [`CpuCounter::put_end`] writes.
+    #[inline]
+    pub(crate) fn counter_end(&self) -> Option<(u64, i64)> {
+        let sample = self.extra_counter?;
+        let rest = EventSpec { extra_counter: None, ..*self };
+        (self.kind == TYPE_SLICE_END && rest.is_bare()).then_some(sample)
+    }
+
     /// True when the event is on the sequence's own track, with a name and a
     /// category, and has nothing else but annotations and an extra counter
     /// value (a slice's begin, most of a trace's events that are not bare),
@@ -515,7 +604,7 @@ impl PlainTemplate {
         buf: &mut Chunk,
         stamp: (u64, Option<u32>),
         fields: &[Field<'_>],
-        extra_counter: Option<(u64, i64)>,
+        extra_counter: Option<(&CpuCounter, i64)>,
     ) -> io::Result<()> {
         // Room for most events, made without working out their length: a
         // packet with longer strings is written again in the room it needs.
@@ -532,7 +621,7 @@ impl PlainTemplate {
         &self,
         (buf, room): (&mut Chunk, usize),
         stamp: (u64, Option<u32>),
-        (fields, extra_counter): (&[Field<'_>], Option<(u64, i64)>),
+        (fields, extra_counter): (&[Field<'_>], Option<(&CpuCounter, i64)>),
     ) -> bool {
         try_put_in(buf, room, stamp, |r| {
             let event = r.len() + self.event_at;
@@ -544,9 +633,8 @@ impl PlainTemplate {
                 r.close(at);
             }
             self.tail.put(r);
-            if let Some((track, value)) = extra_counter {
-                put_field(r, keys::EVENT_EXTRA_COUNTER_VALUES, value as u64);
-                put_field(r, keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS, track);
+            if let Some((counter, value)) = extra_counter {
+                counter.put_sample(r, value);
             }
             r.close(event);
         })

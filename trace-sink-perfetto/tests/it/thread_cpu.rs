@@ -39,3 +39,38 @@ fn an_info_slice_has_a_thread_duration_from_its_threads_cpu_counter_and_a_debug_
     assert_eq!(counters.len(), 4, "{counters:?}");
     assert!(counters.windows(2).all(|w| w[0]["value"].as_i64() <= w[1]["value"].as_i64()), "{counters:?}");
 }
+
+#[test]
+fn repeated_info_slices_on_two_threads_each_have_a_thread_duration_read_back_by_the_trace_processor() {
+    let dir = tempfile::tempdir().unwrap();
+    let steps = |n: u64| {
+        for i in 0..n {
+            // The site is cached after the first begin: the later ones, and
+            // their ends, are written from bytes encoded once.
+            info_span!("step", i).in_scope(|| spin(1));
+        }
+    };
+    let (path, _, ()) = capture(dir.path(), "cpu-repeated", || {
+        steps(4);
+        // The capture is this thread's default: the other thread takes it on.
+        let dispatch = tracing::dispatcher::get_default(|d| d.clone());
+        std::thread::spawn(move || tracing::dispatcher::with_default(&dispatch, || steps(3)))
+            .join()
+            .expect("the other thread runs");
+        steps(2);
+    });
+    let records = dump(&[], &[&path]);
+    let durations: Vec<_> = records
+        .iter()
+        .filter(|r| r["kind"] == "slice" && r["name"] == "step")
+        .map(|r| r["thread_dur_ns"].as_i64())
+        .collect();
+    assert_eq!(durations.len(), 9, "{durations:?}");
+    assert!(
+        durations.iter().all(|d| d.is_some_and(|ns| (1_000_000..3_000_000).contains(&ns))),
+        "spinning 1 ms of CPU each: {durations:?}"
+    );
+    let counters: Vec<_> =
+        records.iter().filter(|r| r["kind"] == "counter" && r["track"] == "thread CPU time").collect();
+    assert_eq!(counters.len(), 18, "a begin and an end per slice: {counters:?}");
+}
