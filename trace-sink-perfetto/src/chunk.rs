@@ -62,6 +62,8 @@ pub(crate) const CHUNK_BYTES: usize = 64 * 1024;
 /// Room the chunk's buffer holds beyond a full chunk: a packet of up to this
 /// many bytes finds its room made.
 pub(crate) const SPARE: usize = 4096;
+/// The chunk's buffer when its first packet comes.
+const FIRST_ROOM: usize = 8 * 1024;
 /// A chunk smaller than this goes to the file as it is: the packets of a short
 /// capture stay readable by any protobuf decoder, and the compressor (a few
 /// hundred KiB of tables) is never set up for them.
@@ -134,11 +136,18 @@ impl Chunk {
         &mut self.buf[self.len..]
     }
 
-    /// Makes the buffer `end` bytes long at least: once or twice a capture,
-    /// since a chunk goes out once it holds [`CHUNK_BYTES`].
+    /// Makes the buffer `end` bytes long at least: a few times a capture,
+    /// since its length doubles from [`FIRST_ROOM`] up to [`CHUNK_BYTES`] and
+    /// [`SPARE`] (a chunk goes out once it holds that many). A short capture,
+    /// whose packets are a few KiB, does not touch the pages of a full
+    /// chunk: in a fresh process each costs a page fault.
     #[cold]
     fn grow(&mut self, end: usize) {
-        self.buf.resize(end.max(CHUNK_BYTES + SPARE), 0);
+        // Allocated whole at once, so that growing never moves it; its pages
+        // are touched as it grows.
+        self.buf.reserve_exact((CHUNK_BYTES + SPARE).saturating_sub(self.buf.len()));
+        let doubled = (self.buf.len() * 2).clamp(FIRST_ROOM, CHUNK_BYTES + SPARE);
+        self.buf.resize(end.max(doubled), 0);
     }
 
     /// Keeps the first `written` bytes of the room as the next packet.
@@ -199,6 +208,23 @@ mod tests {
     use crate::proto::Trace;
     use crate::sequence::Sequence;
     use crate::track_event::EventSpec;
+
+    #[test]
+    fn a_short_capture_touches_a_small_buffer_that_grows_in_place_to_a_full_chunk() {
+        let mut chunk = Chunk::default();
+        chunk.room(100)[..3].copy_from_slice(b"abc");
+        chunk.filled(3);
+        assert_eq!(chunk.buf.len(), FIRST_ROOM, "the first room is small");
+        let at = chunk.buf.as_ptr();
+        while chunk.len < CHUNK_BYTES {
+            let room = chunk.room(1000);
+            room[..1000].fill(7);
+            chunk.filled(1000);
+        }
+        assert_eq!(chunk.buf.as_ptr(), at, "allocated once, grown in place");
+        assert!(chunk.buf.len() <= CHUNK_BYTES + SPARE, "{}", chunk.buf.len());
+        assert_eq!(&chunk.pending()[..4], b"abc\x07");
+    }
 
     fn decode(bytes: &[u8]) -> Vec<TracePacket> {
         match Trace::decode(bytes) {

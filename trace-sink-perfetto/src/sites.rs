@@ -45,8 +45,11 @@ pub(crate) struct Sites {
 }
 
 impl Default for Sites {
+    /// No slot until the first site is cached: a sequence that begins no
+    /// slice (the process's) keeps none, and a short capture touches the
+    /// slots' pages only once it has spans.
     fn default() -> Self {
-        Sites { slots: (0..SLOTS).map(|_| SiteBegin::default()).collect() }
+        Sites { slots: Vec::new() }
     }
 }
 
@@ -88,6 +91,9 @@ impl Sites {
     ) {
         if !site.has_static_text() {
             return;
+        }
+        if self.slots.is_empty() {
+            self.slots.resize_with(SLOTS, SiteBegin::default);
         }
         let Some(begin) = self.slots.get_mut(Self::slot(site, fields)) else {
             return;
