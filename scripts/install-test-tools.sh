@@ -57,9 +57,16 @@ if ! command -v cc >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq gcc >/dev/null
 fi
 
-if ! [ -x /usr/bin/chromium ] || ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    echo "install-test-tools: installing chromium, nodejs and npm" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium nodejs npm >/dev/null
+# Only what is missing: a machine whose Node.js came from elsewhere (with npm
+# bundled) cannot also take Debian's nodejs and npm packages.
+missing=""
+[ -x /usr/bin/chromium ] || missing=" chromium"
+command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
+if [ -n "$missing" ]; then
+    echo "install-test-tools: installing$missing" >&2
+    # shellcheck disable=SC2086 # one package name per word
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
 
 viewer="$root/tools/viewer"
