@@ -137,36 +137,80 @@ impl Anchors {
     /// on the last segment's line (or the first anchor's time if there is only
     /// one).
     pub(crate) fn ns(&self, tick: u64) -> u64 {
-        let mut near = usize::MAX;
-        self.ns_near(tick, &mut near)
+        let mut near = Near::NONE;
+        self.ns_search(tick, &mut near)
     }
 
-    /// [`Anchors::ns`], starting the search from the segment of a reading
-    /// made just before (`near`, updated): a thread's stamps mostly increase,
-    /// so the segment is then found in a step or two instead of a search of
-    /// every anchor. `usize::MAX` means no earlier reading.
+    /// [`Anchors::ns`] for a thread whose stamps mostly increase: `near`
+    /// keeps the segment of the thread's latest reading, so that a reading in
+    /// it is one comparison and one multiplication (about 30 instructions
+    /// less a reading than finding the segment again; two readings a span).
     #[inline]
-    pub(crate) fn ns_near(&self, tick: u64, near: &mut usize) -> u64 {
+    pub(crate) fn ns_near(&self, tick: u64, near: &mut Near) -> u64 {
+        if tick >= near.lo && tick < near.hi {
+            // Exact in 64 bits: the product is below the segment's length in
+            // nanoseconds (see `Near`).
+            let off = (u128::from(tick - near.lo) * u128::from(near.rate) + (1 << 31)) >> 32;
+            return near.ns + off as u64;
+        }
+        self.ns_search(tick, near)
+    }
+
+    /// [`Anchors::ns_near`] outside the kept segment: finds the segment
+    /// (from the kept one when the tick is past it) and keeps it when it has
+    /// an anchor at both ends.
+    #[cold]
+    fn ns_search(&self, tick: u64, near: &mut Near) -> u64 {
         let p = &self.points;
         let n = p.len();
         if n == 1 || tick <= p[0].tick {
             return p[0].ns;
         }
         let last = n - 2;
-        let mut i = *near;
-        if i > last || tick < p[i].tick {
+        let i = match near.segment {
+            // Stamps mostly increase: the next segments first.
+            Some(mut i) if i <= last && tick >= p[i].tick => {
+                while i < last && p[i + 1].tick <= tick {
+                    i += 1;
+                }
+                i
+            }
             // Most records lie in the last segment: try it before searching.
-            i = if tick >= p[last].tick { last } else { p.partition_point(|a| a.tick <= tick) - 1 };
-        } else {
-            while i < last && p[i + 1].tick <= tick {
-                i += 1;
+            _ if tick >= p[last].tick => last,
+            _ => p.partition_point(|a| a.tick <= tick) - 1,
+        };
+        let a = p[i];
+        let rate = self.rates[i];
+        let off = (u128::from(tick - a.tick) * rate + (1 << 31)) >> 32;
+        if let Ok(rate) = u64::try_from(rate) {
+            // Past the last anchor the line may bend when the next is added:
+            // such a reading is not kept.
+            if tick < p[i + 1].tick {
+                *near = Near { lo: a.tick, hi: p[i + 1].tick, ns: a.ns, rate, segment: Some(i) };
             }
         }
-        *near = i;
-        let a = p[i];
-        let off = (u128::from(tick - a.tick) * self.rates[i] + (1 << 31)) >> 32;
         a.ns + u64::try_from(off).unwrap_or(u64::MAX - a.ns)
     }
+}
+
+/// The anchor segment of a thread's latest reading ([`Anchors::ns_near`]):
+/// the ticks `lo..hi` between two anchors, the time at `lo` and the rate.
+/// Anchors are only ever added after the last, so a segment between two of
+/// them never changes. Within it `(tick - lo) * rate >> 32` is at most the
+/// segment's length in nanoseconds (plus one for the rounding), so the time
+/// never overflows.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Near {
+    lo: u64,
+    hi: u64,
+    ns: u64,
+    rate: u64,
+    segment: Option<usize>,
+}
+
+impl Near {
+    /// No reading yet: matches no tick.
+    pub(crate) const NONE: Near = Near { lo: 1, hi: 0, ns: 0, rate: 0, segment: None };
 }
 
 #[cfg(test)]
@@ -329,7 +373,7 @@ pub(crate) mod tests {
             anchors.push(a(tick, ns));
         }
         // Mostly forward, as a thread's stamps go, with jumps back and past the end.
-        let mut near = usize::MAX;
+        let mut near = Near::NONE;
         let mut t = 0u64;
         for i in 0..5_000u64 {
             t = match i % 97 {
@@ -339,7 +383,11 @@ pub(crate) mod tests {
             };
             let full = anchors.ns(t);
             assert_eq!(anchors.ns_near(t, &mut near), full, "tick {t}");
-            assert!(near == usize::MAX || near < anchors.points.len() - 1);
+            assert!(near.segment.is_none_or(|s| s < anchors.points.len() - 1));
+            if t > 0 && t < tick {
+                // Between two anchors: the segment is kept for the next reading.
+                assert!(near.lo <= t && t < near.hi, "tick {t} outside {near:?}");
+            }
         }
     }
 

@@ -43,7 +43,7 @@ use parking_lot::Mutex;
 use tracing_core::Metadata;
 
 use crate::buffer::{Msg, Taken, Threads};
-use crate::clock::Anchors;
+use crate::clock::{Anchors, Near};
 use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site, Start, ThreadCpu, Tid};
 use crate::record::{raw_value, Batch, Kind, OwnedLane, Raw};
 use crate::sink::{CheckedWriter, Sink};
@@ -213,7 +213,7 @@ struct Lane {
     /// go back, even where two counter reads ran out of order.
     last_ns: u64,
     /// The anchor segment of this thread's latest record ([`Anchors::ns_near`]).
-    segment: usize,
+    segment: Near,
     queue: VecDeque<Item>,
     /// The sequence number of the next batch to take in.
     next_seq: u64,
@@ -325,7 +325,7 @@ impl Writer {
                 tid,
                 stack: Vec::new(),
                 last_ns: 0,
-                segment: usize::MAX,
+                segment: Near::NONE,
                 queue: VecDeque::new(),
                 next_seq: 0,
                 waiting: BTreeMap::new(),
