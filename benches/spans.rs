@@ -13,7 +13,9 @@
 //! loop flushes every 10,000 spans, as the whole benchmark's first workload
 //! does, unless `SPANS_NO_FLUSH` is set. With `SPANS_TEXT` set, the second
 //! field is a string (a source file's path, as a build tool's spans carry)
-//! instead of a number. With `SPANS_FMT` set, the capture runs with a tool's
+//! instead of a number. With `SPANS_EVENTS` set, the loop records events
+//! with the same two fields (`info!(a = i, b = 7, "bench event")`) instead
+//! of spans, and the figures are per event. With `SPANS_FMT` set, the capture runs with a tool's
 //! log layer (`fmt` at WARN on a registry, cabin's set-up), as
 //! `Capture::with_layer` runs it. Files go to `/dev/shm` where it
 //! exists. To compare builds, copy each build's binary
@@ -35,6 +37,7 @@ fn main() {
     let which = args.next().unwrap_or_else(|| "default".to_string());
     let flush = std::env::var_os("SPANS_NO_FLUSH").is_none();
     let text = std::env::var_os("SPANS_TEXT").is_some();
+    let events = std::env::var_os("SPANS_EVENTS").is_some();
     let dir = support::Scratch::new("spans");
     // The directory is the scratch one; the other variables (`SPANS_TRACE_CPU`,
     // `SPANS_TRACE_SAMPLE`, ...) come from the environment, so a run can turn them off.
@@ -71,7 +74,9 @@ fn main() {
     let thread0 = support::own_thread_cpu();
     session.in_scope(|| {
         for i in 0..spans {
-            if text {
+            if events {
+                tracing::info!(a = i, b = 7, "bench event");
+            } else if text {
                 drop(tracing::info_span!("bench_span", a = i, b = "src/build/compile_unit.c").entered());
             } else {
                 drop(tracing::info_span!("bench_span", a = i, b = 7).entered());
