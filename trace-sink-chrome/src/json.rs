@@ -256,6 +256,14 @@ impl<'b> Args<'b> {
         self.buf
     }
 
+    /// Appends `entries`, one or more `"key":value` entries rendered
+    /// beforehand, as the next.
+    #[inline]
+    pub(crate) fn entries(&mut self, entries: &[u8]) {
+        self.next();
+        self.buf.extend_from_slice(entries);
+    }
+
     /// Appends each field as an entry, its key (`"name":`) taken from
     /// `keys`, where it is rendered once per name; `fixed`: the names are
     /// `'static` ([`Rendered::get`]).
@@ -387,6 +395,27 @@ impl Events {
     ) -> &mut Vec<u8> {
         self.open();
         head(&mut self.buf, (name, name_tail), cat, ph);
+        self.ids_and_ts(ids, ts)
+    }
+
+    /// [`Events::timed`] with what follows the name (`,"cat":…,"ph":…`, as
+    /// [`head`] writes it) rendered beforehand.
+    #[inline]
+    pub(crate) fn timed_then(
+        &mut self,
+        (name, name_tail): (&str, &[u8]),
+        after_name: &[u8],
+        ids: (u64, u64),
+        ts: u64,
+    ) -> &mut Vec<u8> {
+        self.open();
+        self.buf.extend_from_slice(br#""name":"#);
+        if name_tail.is_empty() {
+            string(&mut self.buf, name);
+        } else {
+            string_then(&mut self.buf, name, name_tail);
+        }
+        self.buf.extend_from_slice(after_name);
         self.ids_and_ts(ids, ts)
     }
 

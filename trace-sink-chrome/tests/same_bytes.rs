@@ -456,6 +456,17 @@ fn traced_work(round: u64) {
             f13 = u64::MAX
         )
         .in_scope(|| ());
+        if i % 40 == 7 {
+            // Instants: what the sink renders once per target and per site
+            // (its level and location) must follow each site: two sites of
+            // one name in one file, a field that takes the place of the
+            // site's level or location, a message of two lines.
+            tracing::warn!(target: "other", i, "first\nsecond");
+            tracing::info!(name: "same", i, "one");
+            tracing::error!(name: "same", i, "two");
+            tracing::warn!(level = "the tool's", "own level");
+            tracing::info!(location = "the tool's", n = 3, "own location");
+        }
         if i % 50 == 0 {
             tracing::info!(round, i, "progress");
             let pieces = tracing::info_span!("pieces", i);
