@@ -261,6 +261,8 @@ pub(crate) struct Writer {
     pieces: pieces::Pieces,
     /// The sinks that read span begins ([`Sink::wants_span_begins`]).
     begins: Vec<usize>,
+    /// For each sink, whether it is in `begins`.
+    wants_begins: Vec<bool>,
 }
 
 /// What the writer hands back at the end.
@@ -286,7 +288,8 @@ impl Writer {
         for s in &mut sinks {
             s.call(|sink, out| sink.start(&info, out));
         }
-        let begins = (0..sinks.len()).filter(|&k| sinks[k].sink.wants_span_begins()).collect();
+        let wants_begins: Vec<bool> = sinks.iter().map(|s| s.sink.wants_span_begins()).collect();
+        let begins = (0..sinks.len()).filter(|&k| wants_begins[k]).collect();
         let anchors = threads.stamps.ticks.then(|| Anchors::new(threads.stamps.first_anchor));
         Writer {
             threads,
@@ -301,6 +304,7 @@ impl Writer {
             scratch: Default::default(),
             pieces: pieces::Pieces::default(),
             begins,
+            wants_begins,
         }
     }
 
@@ -718,11 +722,6 @@ impl Writer {
         let begin_cpu = batch.thread_cpu_ns(enter);
         let begin =
             Event::SpanBegin { thread: tid, ts: begin_ts, site, fields: &fields, thread_cpu_ns: begin_cpu };
-        for &k in &self.begins {
-            if let Some(s) = self.sinks.get_mut(k) {
-                s.call(|sink, out| sink.event(&begin, out));
-            }
-        }
         let cpu =
             begin_cpu.zip(close.thread_cpu_ns()).map(|(begin_ns, end_ns)| ThreadCpu { begin_ns, end_ns });
         let end = Event::SpanEnd {
@@ -735,7 +734,13 @@ impl Writer {
             unclosed: false,
             cpu,
         };
-        feed(&mut self.sinks, &end);
+        // One call a sink: both events for those that read begins.
+        for (s, &both) in self.sinks.iter_mut().zip(&self.wants_begins) {
+            match both {
+                true => s.call(|sink, out| sink.leaf_span(&begin, &end, out)),
+                false => s.call(|sink, out| sink.event(&end, out)),
+            }
+        }
         scratch.put(fields);
         true
     }
@@ -1122,5 +1127,107 @@ pub(crate) mod tests {
         let again = scratch.take();
         assert!(again.is_empty());
         assert_eq!((again.as_ptr() as usize, again.capacity()), (ptr, capacity));
+    }
+}
+
+#[cfg(test)]
+mod leaf_tests {
+    use std::io::{self, Write};
+    use std::sync::{Arc, Mutex};
+
+    use crate::{Config, Event, Finish, Session, Sink};
+
+    /// Writes down each event as `call:kind:name`; with `own_leaf`, takes
+    /// leaf spans through its own [`Sink::leaf_span`].
+    struct Log {
+        own_leaf: bool,
+        lines: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Log {
+        fn note(&self, call: &str, event: &Event<'_>) {
+            let what = match event {
+                Event::SpanBegin { site, .. } => format!("begin:{}", site.name),
+                Event::SpanEnd { site, fields, .. } => format!("end:{}:{}", site.name, fields.len()),
+                Event::Instant { site, .. } => format!("instant:{}", site.name),
+                _ => return,
+            };
+            self.lines.lock().unwrap().push(format!("{call}:{what}"));
+        }
+    }
+
+    impl Sink for Log {
+        fn name(&self) -> &'static str {
+            "log"
+        }
+        fn suffix(&self) -> &'static str {
+            if self.own_leaf {
+                "leaf.txt"
+            } else {
+                "plain.txt"
+            }
+        }
+        fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
+            self.note("event", event);
+            Ok(())
+        }
+        fn leaf_span(&mut self, begin: &Event<'_>, end: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
+            if !self.own_leaf {
+                self.note("event", begin);
+                self.note("event", end);
+                return Ok(());
+            }
+            self.note("leaf", begin);
+            self.note("leaf", end);
+            Ok(())
+        }
+        fn finish(&mut self, _end: &Finish<'_>, _out: &mut dyn Write) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_leaf_span_comes_in_one_call_with_the_events_two_calls_would_give() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
+            .unwrap()
+            .unwrap();
+        let (leaf, plain) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+        let sinks: Vec<Box<dyn Sink>> = vec![
+            Box::new(Log { own_leaf: true, lines: leaf.clone() }),
+            Box::new(Log { own_leaf: false, lines: plain.clone() }),
+        ];
+        let session = Session::start(&config, "leaf", sinks).unwrap();
+        session.in_scope(|| {
+            tracing::info_span!("first", a = 1).in_scope(|| ());
+            tracing::info_span!("parent").in_scope(|| {
+                tracing::info_span!("child", b = 2, c = 3).in_scope(|| ());
+                tracing::info!("inside");
+            });
+            let twice = tracing::info_span!("twice");
+            twice.in_scope(|| ());
+            twice.in_scope(|| ());
+        });
+        assert!(session.finish().is_complete());
+        let leaf = leaf.lock().unwrap().clone();
+        let plain = plain.lock().unwrap().clone();
+        // The same events in the same order, however they were called.
+        let strip = |l: &[String]| -> Vec<String> {
+            l.iter().map(|s| s.split_once(':').map_or(s.clone(), |(_, w)| w.to_string())).collect()
+        };
+        assert_eq!(strip(&leaf), strip(&plain));
+        assert!(plain.iter().all(|l| l.starts_with("event:")), "{plain:?}");
+        // Spans with nothing between their begin and end come in one call;
+        // one with a child or an event inside, or in pieces, does not.
+        for name in ["first", "child"] {
+            assert!(leaf.contains(&format!("leaf:begin:{name}")), "{name}: {leaf:?}");
+        }
+        for name in ["parent", "twice", "command"] {
+            assert!(
+                !leaf.iter().any(|l| l.starts_with("leaf:") && l.ends_with(&format!(":{name}"))),
+                "{name}: {leaf:?}"
+            );
+        }
+        assert!(leaf.contains(&"leaf:end:child:2".to_string()), "{leaf:?}");
     }
 }
