@@ -83,19 +83,25 @@ fn flood_bytes(budget: usize, per_thread: u64, sink: Slow) -> (trace_core::Repor
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = watch_rss(stop.clone());
     let session = Session::start(&config, "flood", vec![Box::new(sink)]).unwrap();
-    session.in_scope(|| {
-        let hs: Vec<_> = (0..THREADS)
-            .map(|t| {
-                trace_core::spawn(format!("flood-{t}"), move || {
-                    for i in 0..per_thread {
-                        tracing::info!(i, "flood");
-                    }
+    // Threads given the capture's dispatcher, not `trace_core::spawn`: that
+    // would add a flow record to each thread's first batch, which the drop
+    // count counts and the sink's count of instants does not.
+    let hs: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let dispatch = session.dispatch().clone();
+            std::thread::Builder::new()
+                .name(format!("flood-{t}"))
+                .spawn(move || {
+                    tracing::dispatcher::with_default(&dispatch, || {
+                        for i in 0..per_thread {
+                            tracing::info!(i, "flood");
+                        }
+                    })
                 })
                 .unwrap()
-            })
-            .collect();
-        hs.into_iter().for_each(|h| h.join().unwrap());
-    });
+        })
+        .collect();
+    hs.into_iter().for_each(|h| h.join().unwrap());
     let report = session.finish();
     stop.store(true, Ordering::Relaxed);
     let grew_kib = watcher.join().unwrap().saturating_sub(rss_before);
