@@ -332,6 +332,9 @@ pub(crate) struct Events {
     /// used, the first `fast_len` of them written.
     fast: Box<[u8; FAST]>,
     fast_len: usize,
+    /// The `fast_len` from which [`Events::room`] first drains `fast`, or
+    /// gives none before the first event: 0 until then.
+    room_end: usize,
 }
 
 impl Default for Events {
@@ -345,6 +348,7 @@ impl Default for Events {
             seconds_digits: Vec::new(),
             fast: Box::new([0; FAST]),
             fast_len: 0,
+            room_end: 0,
         }
     }
 }
@@ -382,10 +386,11 @@ impl Events {
     /// separator).
     #[inline]
     pub(crate) fn room(&mut self) -> Option<&mut [u8; ROOM]> {
-        if !self.any {
-            return None;
-        }
-        if self.fast_len > FAST - ROOM {
+        if self.fast_len >= self.room_end {
+            if !self.any {
+                return None;
+            }
+            self.room_end = FAST - ROOM + 1;
             self.drain();
         }
         self.fast[self.fast_len.min(FAST - ROOM)..].first_chunk_mut()

@@ -55,7 +55,7 @@
 //! Events are encoded into one buffer and handed to the file in pieces of
 //! about 32 KiB, so the sink never holds the whole trace in memory; a span
 //! that ended by itself, the most common event, is usually written in place
-//! at the buffer's end, each piece a copy of a fixed length (464 to 299
+//! at the buffer's end, each piece a copy of a fixed length (464 to 298
 //! instructions a span in the `spans` benchmark; see `spans.rs`). What
 //! repeats from event to event is encoded once and reused while its text
 //! stays the same: for a span that ended, everything before its time's last

@@ -15,7 +15,7 @@
 //! holds most of: in the `spans` benchmark (spans with two integer fields,
 //! callgrind, the writer thread) the sink took 464 instructions a span
 //! writing them through the general path's `Vec` pushes (with a scratch
-//! copy for the numbers) and takes 299 in place. Any other span goes the
+//! copy for the numbers) and takes 298 in place. Any other span goes the
 //! general way ([`Line::write`]), whose bytes the tests below compare the
 //! in-place ones with over every kind of value and time.
 //!
