@@ -5,13 +5,16 @@
 //! Nothing here knows what a span or a capture is: [`crate::ChromeSink`]
 //! decides which events to write, this module how their bytes look. Output
 //! is byte-for-byte what `tests/oracle` (a plain encoder written for clarity)
-//! writes, which `tests/same_bytes.rs` checks on varied streams.
+//! writes, which `tests/same_bytes.rs` checks on varied streams. [`Events`]
+//! also holds the room where [`crate::spans`] writes the usual span in
+//! place, after the events of its buffer.
 
 use std::io::{self, Write};
 
 use trace_core::{Field, Value};
 
 use crate::rendered::Rendered;
+use crate::room::ROOM;
 
 /// Output is handed to the writer once this much has built up (and at the
 /// finish): larger than the capture's file buffer, so it goes straight through.
@@ -36,7 +39,7 @@ fn any_needs_escape(x: u64) -> bool {
 
 /// The index of the first byte of `bytes` that needs escaping, or its length.
 #[inline]
-fn plain_prefix(bytes: &[u8]) -> usize {
+pub(crate) fn plain_prefix(bytes: &[u8]) -> usize {
     let mut i = 0;
     let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {
@@ -108,7 +111,7 @@ pub(crate) const PAIRS: [[u8; 2]; 100] = {
 
 /// The room [`uint`] and [`micros`] write a number in: more than the 21
 /// bytes of the longest (`u64::MAX` nanoseconds as microseconds).
-const NUMBER: usize = 24;
+pub(crate) const NUMBER: usize = 24;
 
 /// Writes the digits of `n` two at a time, backwards, so that they end
 /// before `end` of `out`; returns where they start.
@@ -318,7 +321,7 @@ fn ids(buf: &mut Vec<u8>, pid: u64, tid: u64) {
 /// The file's bytes not yet written: the opening bracket, then events
 /// separated by `,\n`, each encoded here and handed to the writer in pieces
 /// of at least [`WRITE_AT`] bytes.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Events {
     /// Output not yet written.
     pub(crate) buf: Vec<u8>,
@@ -332,7 +335,35 @@ pub(crate) struct Events {
     /// of events shares them, so only the rest is encoded per event.
     seconds: Option<u64>,
     seconds_digits: Vec<u8>,
+    /// Events written in place by [`Events::room`] after those of `buf`
+    /// (any other event first moves them to `buf`): [`FAST`] bytes once
+    /// used, the first `fast_len` of them written.
+    fast: Box<[u8; FAST]>,
+    fast_len: usize,
+    /// The `fast_len` from which [`Events::room`] first drains `fast`, or
+    /// gives none before the first event: 0 until then.
+    room_end: usize,
 }
+
+impl Default for Events {
+    fn default() -> Self {
+        Events {
+            buf: Vec::new(),
+            any: false,
+            last_ids: None,
+            ids: Vec::new(),
+            seconds: None,
+            seconds_digits: Vec::new(),
+            fast: Box::new([0; FAST]),
+            fast_len: 0,
+            room_end: 0,
+        }
+    }
+}
+
+/// The bytes of [`Events::fast`]: what builds up before it is written, and
+/// room for one more event.
+const FAST: usize = WRITE_AT + 2 * ROOM;
 
 impl Events {
     /// Opens the array.
@@ -343,12 +374,52 @@ impl Events {
 
     /// Closes the array.
     pub(crate) fn end(&mut self) {
+        self.drain();
         self.buf.extend_from_slice(b"\n]\n");
+    }
+
+    /// Moves the events written in place to `buf`, before another is
+    /// written there.
+    #[inline]
+    fn drain(&mut self) {
+        if self.fast_len > 0 {
+            self.buf.extend_from_slice(&self.fast[..self.fast_len.min(FAST)]);
+            self.fast_len = 0;
+        }
+    }
+
+    /// Room to write the next event in place, its bytes from the separator
+    /// from the event before (`,\n{`) to its closing brace, to be kept by
+    /// [`Events::commit`]; `None` before the first event (which has no
+    /// separator).
+    #[inline]
+    pub(crate) fn room(&mut self) -> Option<&mut [u8; ROOM]> {
+        if self.fast_len >= self.room_end {
+            if !self.any {
+                return None;
+            }
+            self.room_end = FAST - ROOM + 1;
+            self.drain();
+        }
+        self.fast[self.fast_len.min(FAST - ROOM)..].first_chunk_mut()
+    }
+
+    /// How many bytes of events written in place are waiting.
+    #[cfg(test)]
+    pub(crate) fn in_place(&self) -> usize {
+        self.fast_len
+    }
+
+    /// Keeps the first `n` bytes written in the [`Events::room`] given last.
+    #[inline]
+    pub(crate) fn commit(&mut self, n: usize) {
+        self.fast_len += n.min(ROOM);
     }
 
     /// Starts a new event: the separator from the previous one, and `{`.
     #[inline]
     fn open(&mut self) {
+        self.drain();
         if self.any {
             self.buf.extend_from_slice(b",\n{");
         } else {
@@ -466,6 +537,7 @@ impl Events {
     /// buffer for the rest, to be ended by [`Events::close`].
     #[inline]
     pub(crate) fn open_with(&mut self, piece: &[u8]) -> &mut Vec<u8> {
+        self.drain();
         if self.any {
             self.buf.extend_from_slice(piece);
         } else {
@@ -484,7 +556,7 @@ impl Events {
     /// Writes what has built up once there is enough of it.
     #[inline]
     pub(crate) fn write_some(&mut self, out: &mut dyn Write) -> io::Result<()> {
-        if self.buf.len() < WRITE_AT {
+        if self.buf.len() + self.fast_len < WRITE_AT {
             return Ok(());
         }
         self.write_all(out)
@@ -492,6 +564,12 @@ impl Events {
 
     /// Writes everything built up.
     pub(crate) fn write_all(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        if self.buf.is_empty() {
+            let r = out.write_all(&self.fast[..self.fast_len.min(FAST)]);
+            self.fast_len = 0;
+            return r;
+        }
+        self.drain();
         let r = out.write_all(&self.buf);
         self.buf.clear();
         r

@@ -3,8 +3,21 @@
 //! (`,\n{"name":…,"cat":…,"ph":"X","pid":P,"tid":T,"ts":`, with the whole
 //! milliseconds of the last time written), and the run of its fields' keys
 //! (`"a":`, `,"b":`, …). Per span only the numbers and the values are
-//! encoded, for the usual span (integer values, keys of at most [`KEY`]
-//! bytes) backwards into scratch room and copied out at once.
+//! encoded.
+//!
+//! The usual span (a start of at most [`START`] bytes, at most
+//! [`MAX_FIELDS`] fields with keys of at most [`KEY`] bytes, integer,
+//! boolean or short plain string values) is written in place, by
+//! [`Line::write_in_place`]: straight into the room [`Events::room`] gives
+//! at the end of the output, every piece a copy of a fixed length, numbers
+//! from [`crate::room`]'s tables, nothing reserved, grown or checked piece
+//! by piece. This path exists because the span is the event a capture
+//! holds most of: in the `spans` benchmark (spans with two integer fields,
+//! callgrind, the writer thread) the sink took 464 instructions a span
+//! writing them through the general path's `Vec` pushes (with a scratch
+//! copy for the numbers) and takes 298 in place. Any other span goes the
+//! general way ([`Line::write`]), whose bytes the tests below compare the
+//! in-place ones with over every kind of value and time.
 //!
 //! A piece is found by the addresses of the site's strings and the thread,
 //! and trusted as [`crate::rendered`] trusts its pieces: by address and
@@ -14,9 +27,10 @@
 //! left empty and recorded later holds another list), and rendered again
 //! when they differ.
 
-use trace_core::{Field, Site, ThreadCpu, Tid, Value};
+use trace_core::{Event, Field, Site, ThreadCpu, Tid, Value};
 
-use crate::json::{self, head, micros, string, Events};
+use crate::json::{self, head, micros, string, Events, NUMBER};
+use crate::room::{Room, LIMIT, ROOM};
 
 /// Slots of the table: more than the (call site, thread) pairs of a run of spans.
 const SLOT_BITS: u32 = 6;
@@ -44,27 +58,55 @@ fn name_at(f: &Field<'_>) -> (usize, usize) {
 }
 
 /// The cached pieces of one call site's spans on one thread.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Line {
-    /// `None` until the slot is first used.
-    id: Option<LineId>,
+    /// All zeros until the slot is first used (no string is at address 0).
+    id: LineId,
     /// Whether the site's text was `'static` when the line was rendered.
     fixed: bool,
     /// The site's name and target as they were then.
     name: String,
     target: String,
     /// The event's start up to `"ts":` (`start_len` bytes), then, for a time
-    /// of a second or more, the digits of its whole milliseconds, `millis`
-    /// (the whole seconds, then three digits).
+    /// of a second or more, the digits of its whole milliseconds (the whole
+    /// seconds, then three digits), `millis` (0 for none), which begin at
+    /// nanosecond `millis_ns`.
     start: Vec<u8>,
     start_len: usize,
     millis: u64,
+    millis_ns: u64,
     /// The keys of the fields they were rendered for (`"a":`, then
     /// `,"b":`, …), and whether those fields' names were `'static`.
     keys: Vec<Key>,
     keys_fixed: bool,
-    /// Whether every key is at most [`KEY`] bytes long.
+    /// Whether every key is at most [`KEY`] bytes long, and there are at
+    /// most [`MAX_FIELDS`].
     short: bool,
+    /// The start at the beginning of [`START`] bytes, if it fits (`fits`).
+    start_room: [u8; START],
+    fits: bool,
+    /// Whether spans of the line may be written in place: `fits` and `short`.
+    ready: bool,
+}
+
+impl Line {
+    /// A slot not used yet.
+    const EMPTY: Line = Line {
+        id: LineId { name: (0, 0), target: (0, 0), thread: 0, pid: 0 },
+        fixed: false,
+        name: String::new(),
+        target: String::new(),
+        start: Vec::new(),
+        start_len: 0,
+        millis: 0,
+        millis_ns: 0,
+        keys: Vec::new(),
+        keys_fixed: false,
+        short: false,
+        start_room: [0; START],
+        fits: false,
+        ready: false,
+    };
 }
 
 /// A field's key, rendered once.
@@ -74,20 +116,31 @@ struct Key {
     /// the text is not `'static`).
     at: (usize, usize),
     name: String,
-    /// The key, and the same at the end of [`KEY`] bytes if it fits.
+    /// The key (`"a":`, or `,"b":` after the first).
     bytes: Vec<u8>,
-    padded: [u8; KEY],
+    /// What [`Line::write_in_place`] writes before the value, at the start
+    /// of [`KEY`] bytes if it fits: the key, after `,"args":{` for the first.
+    lead: [u8; KEY],
+    lead_len: usize,
 }
 
-/// A key at most this long is written by [`Backwards`] as a copy of this
-/// length (no call to copy a variable one).
+/// A key at most this long (with the `,"args":{` before the first) is
+/// written in place as a copy of this length (no call to copy a variable one).
 const KEY: usize = 48;
-/// Fields of a span [`Backwards`] writes; a span with more is written forwards.
+/// The start of a line at most this long is written in place, likewise
+/// (one at most [`SHORT_START`] long as a copy of that length).
+const START: usize = 128;
+const SHORT_START: usize = 96;
+/// Fields of a span written in place; a span with more is written the general way.
 const MAX_FIELDS: usize = 12;
-/// The room [`Backwards`] writes in: the longest tail it writes (the seven
-/// bytes of a time after its milliseconds, 21 for each of three times in
-/// microseconds, its keys, 20 for each value, the literals) fits.
-const TAIL: usize = 1024;
+/// A string value at most this long is written in place (if it needs no escaping).
+const STRING: usize = 64;
+/// The most [`Line::write_in_place`] writes (a copy of each piece's room):
+/// the start, three times of up to 24 digits and 4 more after their keys,
+/// the fields' keys and values (a string's quotes and, since an integer may
+/// take a sign and 24 digits, 32 more), the closing braces.
+const ROOM_FOR: usize = START + 3 * (8 + NUMBER + 4) + MAX_FIELDS * (KEY + STRING + 32) + 2;
+const _: () = assert!(ROOM_FOR < LIMIT);
 
 /// A time of at least this many nanoseconds has its whole milliseconds cached.
 const SECOND: u64 = 1_000_000_000;
@@ -110,13 +163,12 @@ impl Line {
     /// Whether the line holds the pieces of `site` on the thread of `id`.
     #[inline]
     fn is_for(&self, id: &LineId, site: &Site<'_>, fixed: bool) -> bool {
-        self.id.as_ref() == Some(id)
-            && ((fixed && self.fixed) || (self.name == site.name && self.target == site.target))
+        self.id == *id && ((fixed && self.fixed) || (self.name == site.name && self.target == site.target))
     }
 
     /// Renders the start for `site` on the thread of `id`; forgets the keys.
     fn render(&mut self, id: LineId, site: &Site<'_>, fixed: bool) {
-        self.id = Some(id);
+        self.id = id;
         self.fixed = fixed;
         self.name.clear();
         self.name.push_str(site.name);
@@ -132,7 +184,20 @@ impl Line {
         self.start.extend_from_slice(br#","ts":"#);
         self.start_len = self.start.len();
         self.millis = 0;
+        self.millis_ns = 0;
         self.keys.clear();
+        self.keys_fixed = fixed;
+        self.short = true;
+        self.copy_start();
+    }
+
+    /// Copies the start to where [`Line::write_in_place`] takes it, if it fits.
+    fn copy_start(&mut self) {
+        self.fits = self.start.len() <= START;
+        if self.fits {
+            self.start_room[..self.start.len()].copy_from_slice(&self.start);
+        }
+        self.ready = self.fits && self.short;
     }
 
     /// Makes the start end with the digits of the whole milliseconds of a
@@ -141,11 +206,13 @@ impl Line {
     fn set_millis(&mut self, millis: u64) {
         if millis != self.millis {
             self.millis = millis;
+            self.millis_ns = millis * 1_000_000;
             self.start.truncate(self.start_len);
             json::uint(&mut self.start, millis / 1000);
             let ms = (millis % 1000) as usize;
             self.start.push(b'0' + (ms / 100) as u8);
             self.start.extend_from_slice(&json::PAIRS[ms % 100]);
+            self.copy_start();
         }
     }
 
@@ -189,140 +256,165 @@ impl Line {
             }
             string(&mut bytes, f.name);
             bytes.push(b':');
-            let mut padded = [0; KEY];
-            match bytes.len() <= KEY {
-                true => padded[KEY - bytes.len()..].copy_from_slice(&bytes),
+            let args: &[u8] = if i == 0 { br#","args":{"# } else { b"" };
+            let lead_len = args.len() + bytes.len();
+            let mut lead = [0; KEY];
+            match lead_len <= KEY {
+                true => {
+                    lead[..args.len()].copy_from_slice(args);
+                    lead[args.len()..lead_len].copy_from_slice(&bytes);
+                }
                 false => self.short = false,
             }
-            self.keys.push(Key { at: name_at(f), name: f.name.to_string(), bytes, padded });
+            self.keys.push(Key { at: name_at(f), name: f.name.to_string(), bytes, lead, lead_len });
         }
+        self.short &= fields.len() <= MAX_FIELDS;
+        self.ready = self.fits && self.short;
     }
 
-    /// Writes the event after the start into `tail`, backwards from its
-    /// end: `rest`, the nanoseconds after the whole milliseconds the start
-    /// ends with (`None` for a time of less than a second, which the caller
-    /// writes), the duration, the CPU times, the fields, the closing braces.
-    /// Returns where it starts in `tail`, or `None` (leaving `tail` as
-    /// scratch) when it does not fit that form: a value that is not an
-    /// integer, too many fields, keys too long or not those of the fields.
+    /// Writes the event into `room`, from the separator before it to its
+    /// closing brace: the start (ending with the whole milliseconds of its
+    /// time when `rest`, the nanoseconds after them, is given), the rest of
+    /// its time, the duration, the CPU times, the fields. Returns how many
+    /// bytes it wrote, or `None` (leaving `room` as scratch) when the event
+    /// does not fit that form: a start too long, a value that is a float or
+    /// a string too long or needing escapes, too many fields, keys too long
+    /// or not those of the fields.
     #[inline]
-    fn write_backwards(
+    fn write_in_place(
         &self,
-        tail: &mut [u8],
+        room: &mut [u8; ROOM],
         span: &Span<'_, '_>,
         rest: Option<u32>,
         fixed: bool,
     ) -> Option<usize> {
         let fields = span.fields;
-        let keyed = fields.is_empty() || (self.short && self.keys.len() == fields.len());
-        if fields.len() > MAX_FIELDS || !keyed || tail.len() < TAIL {
+        if !self.ready || self.keys.len() != fields.len() {
             return None;
         }
-        let mut back = Backwards { bytes: tail, at: TAIL };
-        back.put(b"}");
-        if !fields.is_empty() {
-            back.put(b"}");
-            for (key, f) in self.keys.iter().zip(fields).rev() {
-                if !self.is_key_of(key, f, fixed) {
-                    return None;
-                }
-                match f.value {
-                    Value::U64(v) => back.uint(v),
-                    Value::I64(v) => {
-                        back.uint(v.unsigned_abs());
-                        if v < 0 {
-                            back.put(b"-");
-                        }
-                    }
-                    _ => return None,
-                }
-                back.key(&key.padded, key.bytes.len());
+        let mut w = Room::new(room);
+        match rest {
+            Some(rest) => {
+                self.put_start(&mut w, self.start.len());
+                w.after_millis_then(rest, b",\"dur\":_", 7);
             }
-            back.put(br#","args":{"#);
+            None => {
+                self.put_start(&mut w, self.start_len);
+                w.micros(span.begin_ts);
+                w.put(b",\"dur\":_", 7);
+            }
         }
+        w.micros(span.ts.saturating_sub(span.begin_ts));
         if let Some(cpu) = span.cpu {
-            back.micros(cpu.ns());
-            back.put(br#","tdur":"#);
-            back.micros(cpu.begin_ns);
-            back.put(br#","tts":"#);
+            w.put(b",\"tts\":_", 7);
+            w.micros(cpu.begin_ns);
+            w.put(b",\"tdur\":", 8);
+            w.micros(cpu.ns());
         }
-        back.micros(span.ts.saturating_sub(span.begin_ts));
-        back.put(br#","dur":"#);
-        if let Some(rest) = rest {
-            back.put(&after_millis(rest));
+        // Two loops, so that the choice is made once.
+        match fixed && self.keys_fixed {
+            true => {
+                for (key, f) in self.keys.iter().zip(fields) {
+                    if key.at != name_at(f) {
+                        return None;
+                    }
+                    field_in_place(&mut w, key, &f.value)?;
+                }
+            }
+            false => {
+                for (key, f) in self.keys.iter().zip(fields) {
+                    if key.name != f.name {
+                        return None;
+                    }
+                    field_in_place(&mut w, key, &f.value)?;
+                }
+            }
         }
-        Some(back.at)
+        // The `args` object's brace if there is one, then the event's.
+        w.put(b"}}", 1 + usize::from(!fields.is_empty()));
+        w.written()
     }
 }
 
-/// Bytes written backwards, each piece before the one written before it.
-/// The caller makes sure they fit: [`TAIL`] bytes for what
-/// [`Line::write_backwards`] writes.
-struct Backwards<'b> {
-    bytes: &'b mut [u8],
-    /// Where the bytes written so far start.
-    at: usize,
+impl Line {
+    /// Writes the first `len` bytes of the start into `w` (at most
+    /// [`START`]), as a copy of one of two lengths.
+    #[inline(always)]
+    fn put_start(&self, w: &mut Room<'_>, len: usize) {
+        match self.start_room.first_chunk::<SHORT_START>() {
+            Some(short) if len <= SHORT_START => w.put(short, len),
+            _ => w.put(&self.start_room, len),
+        }
+    }
 }
 
-impl Backwards<'_> {
-    #[inline(always)]
-    fn put<const N: usize>(&mut self, piece: &[u8; N]) {
-        self.at -= N;
-        self.bytes[self.at..self.at + N].copy_from_slice(piece);
+/// Writes a field's key and value into `w`; `None` for a value not written in place.
+#[inline(always)]
+fn field_in_place(w: &mut Room<'_>, key: &Key, value: &Value<'_>) -> Option<()> {
+    w.put(&key.lead, key.lead_len);
+    if let Value::U64(v) = *value {
+        w.uint(v);
+        return Some(());
     }
-
-    #[inline(always)]
-    fn uint(&mut self, n: u64) {
-        self.at = json::digits_before(self.bytes, self.at, n);
+    match *value {
+        Value::I64(v) => w.int(v),
+        Value::Bool(true) => w.put(b"true", 4),
+        Value::Bool(false) => w.put(b"false", 5),
+        Value::Str(s) if s.len() <= STRING && w.plain_string(s) => {}
+        _ => return None,
     }
-
-    /// Nanoseconds as [`micros`] writes them.
-    #[inline(always)]
-    fn micros(&mut self, ns: u64) {
-        let frac = (ns % 1000) as usize;
-        let mut end = [b'.', b'0' + (frac / 100) as u8, 0, 0];
-        end[2..].copy_from_slice(&json::PAIRS[frac % 100]);
-        self.put(&end);
-        self.uint(ns / 1000);
-    }
-
-    /// A key `len` bytes long at the end of `padded`.
-    #[inline(always)]
-    fn key(&mut self, padded: &[u8; KEY], len: usize) {
-        self.bytes[self.at - KEY..self.at].copy_from_slice(padded);
-        self.at -= len;
-    }
+    Some(())
 }
 
 /// The cached lines, one per slot: a line whose slot is taken by another is
 /// rendered again when it next comes.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SpanLines {
-    slots: Vec<Line>,
-    /// Scratch room for [`Line::write_backwards`], [`TAIL`] bytes.
-    tail: Vec<u8>,
+    slots: Box<[Line; 1 << SLOT_BITS]>,
 }
 
-/// A span that ended by itself, as [`SpanLines::write`] takes it.
-pub(crate) struct Span<'e, 'a> {
-    pub(crate) pid: u64,
-    pub(crate) thread: Tid,
-    pub(crate) site: &'e Site<'a>,
-    pub(crate) begin_ts: u64,
-    pub(crate) ts: u64,
-    pub(crate) cpu: Option<ThreadCpu>,
-    pub(crate) fields: &'e [Field<'a>],
+impl Default for SpanLines {
+    fn default() -> Self {
+        SpanLines { slots: new_slots() }
+    }
+}
+
+/// A span that ended by itself, as [`SpanLines::write`] reads it.
+struct Span<'e, 'a> {
+    pid: u64,
+    thread: Tid,
+    site: &'e Site<'a>,
+    begin_ts: u64,
+    ts: u64,
+    cpu: Option<ThreadCpu>,
+    fields: &'e [Field<'a>],
+}
+
+impl<'e, 'a> Span<'e, 'a> {
+    /// The span of `event` if it is one that ended by itself, in process `pid`.
+    #[inline(always)]
+    fn of(pid: u64, event: &'e Event<'a>) -> Option<Self> {
+        match *event {
+            Event::SpanEnd { thread, ts, begin_ts, ref site, fields, unclosed: false, cpu, .. } => {
+                Some(Span { pid, thread, site, begin_ts, ts, cpu, fields })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The table of empty slots, made on the heap.
+fn new_slots() -> Box<[Line; 1 << SLOT_BITS]> {
+    Box::new([Line::EMPTY; 1 << SLOT_BITS])
 }
 
 impl SpanLines {
-    /// Appends the complete event of `span` to `out`: bytes for bytes what
-    /// the general encoder writes for it.
+    /// Appends the complete event of `event`, a span that ended by itself
+    /// (anything else is ignored), to `out`: bytes for bytes what the
+    /// general encoder writes for it.
     #[inline]
-    pub(crate) fn write(&mut self, out: &mut Events, span: Span<'_, '_>) {
-        if self.slots.is_empty() {
-            self.slots.resize_with(1 << SLOT_BITS, Line::default);
-            self.tail.resize(TAIL, 0);
-        }
+    pub(crate) fn write(&mut self, out: &mut Events, pid: u64, event: &Event<'_>) {
+        let Some(span) = Span::of(pid, event) else { return };
         let site = span.site;
         let fixed = site.has_static_text();
         let id = LineId::of(site, span.thread, span.pid);
@@ -334,20 +426,42 @@ impl SpanLines {
         if !line.is_for(&id, site, fixed) {
             line.render(id, site, fixed);
         }
-        let rest = (span.begin_ts >= SECOND).then(|| {
-            line.set_millis(span.begin_ts / 1_000_000);
-            (span.begin_ts % 1_000_000) as u32
-        });
+        let rest = match span.begin_ts >= SECOND {
+            true => {
+                // Within the millisecond the start ends with (none ends
+                // with 0, which is more than a millisecond before a second).
+                let mut rest = span.begin_ts.wrapping_sub(line.millis_ns);
+                if rest >= 1_000_000 {
+                    line.set_millis(span.begin_ts / 1_000_000);
+                    rest = span.begin_ts - line.millis_ns;
+                }
+                Some(rest as u32)
+            }
+            false => None,
+        };
+        if let Some(room) = out.room() {
+            if let Some(n) = line.write_in_place(room, &span, rest, fixed) {
+                out.commit(n);
+                return;
+            }
+        }
+        // The event, not `span`: a copy of that made in memory for this
+        // call would be made on every call.
+        line.write(out, pid, event, rest, fixed);
+    }
+}
+
+impl Line {
+    /// Appends the complete event of `span` to `out` the general way, the
+    /// keys rendered for its fields if they are not; `rest` as for
+    /// [`Line::write_in_place`].
+    #[cold]
+    #[inline(never)]
+    fn write(&mut self, out: &mut Events, pid: u64, event: &Event<'_>, rest: Option<u32>, fixed: bool) {
+        let Some(span) = Span::of(pid, event) else { return };
+        let line = self;
         // The whole milliseconds of the time, if the start is to end with them.
         let start_len = if rest.is_some() { line.start.len() } else { line.start_len };
-        if let Some(from) = line.write_backwards(&mut self.tail, &span, rest, fixed) {
-            let b = out.open_with(&line.start[..start_len]);
-            if rest.is_none() {
-                micros(b, span.begin_ts);
-            }
-            b.extend_from_slice(&self.tail[from..TAIL]);
-            return;
-        }
         let b = out.open_with(&line.start[..start_len]);
         match rest {
             Some(rest) => b.extend_from_slice(&after_millis(rest)),
@@ -361,7 +475,10 @@ impl SpanLines {
             b.extend_from_slice(br#","tdur":"#);
             micros(b, cpu.ns());
         }
-        if !span.fields.is_empty() {
+        if span.fields.is_empty() && !line.keys.is_empty() {
+            // So that the next span without fields is written in place.
+            line.render_keys(&[], fixed);
+        } else if !span.fields.is_empty() {
             let at = b.len();
             if !line.write_fields(b, span.fields, fixed) {
                 b.truncate(at);
@@ -371,5 +488,179 @@ impl SpanLines {
             }
         }
         b.push(b'}');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use trace_core::Level;
+
+    use super::*;
+
+    const PID: u64 = 4_194_303;
+
+    /// A capture's bytes: its first event, then `write`'s, then its end.
+    fn capture(write: impl FnOnce(&mut Events)) -> String {
+        let mut out = Events::default();
+        out.begin();
+        out.metadata("process_name", (PID, 0), "name", Some("p"), 0);
+        write(&mut out);
+        out.end();
+        let mut bytes = Vec::new();
+        out.write_all(&mut bytes).unwrap();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    /// What the general path writes for the span that ended in `event`,
+    /// from a line rendered for it alone.
+    fn general(event: &Event<'_>) -> String {
+        let Event::SpanEnd { thread, begin_ts, site, .. } = *event else { panic!("not a span") };
+        capture(|out| {
+            let mut line = Line::EMPTY;
+            line.render(LineId::of(&site, thread, PID), &site, false);
+            let rest = (begin_ts >= SECOND).then(|| {
+                line.set_millis(begin_ts / 1_000_000);
+                (begin_ts % 1_000_000) as u32
+            });
+            line.write(out, PID, event, rest, false);
+        })
+    }
+
+    /// What `lines` writes for the span that ended in `event`, and whether
+    /// it wrote it in place.
+    fn through(lines: &mut SpanLines, event: &Event<'_>) -> (String, bool) {
+        let mut in_place = false;
+        let text = capture(|out| {
+            lines.write(out, PID, event);
+            in_place = out.in_place() > 0;
+        });
+        (text, in_place)
+    }
+
+    fn end<'a>(
+        site: Site<'a>,
+        (begin_ts, ts): (u64, u64),
+        cpu: Option<ThreadCpu>,
+        fields: &'a [Field<'a>],
+    ) -> Event<'a> {
+        Event::SpanEnd { thread: 7, ts, begin_ts, site, fields, recorded: &[], unclosed: false, cpu }
+    }
+
+    #[test]
+    fn a_span_written_in_place_has_the_bytes_of_the_general_path() {
+        let (medium, long) = ("n".repeat(40), "n".repeat(200));
+        let sites = [
+            Site::new("compile", "cabin::build", Level::INFO, None, None),
+            Site::new("quote \" and \\ back\n", "t\u{1}", Level::INFO, None, None),
+            // A start longer than the room for the shorter copy, and than the room itself.
+            Site::new(&medium, "cabin::build", Level::INFO, None, None),
+            Site::new(&long, "cabin::build", Level::INFO, None, None),
+        ];
+        let times: Vec<u64> = vec![
+            0,
+            1,
+            999,
+            1_000,
+            999_999,
+            1_000_000,
+            999_999_999,
+            1_000_000_000,
+            1_000_000_001,
+            1_000_999_999,
+            1_001_000_000,
+            1_234_567_891,
+            17_000_000_000_123,
+            u64::MAX / 2,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        let durations = [0, 1, 999, 1_000, 1_001, 999_999, 1_000_000, 123_456_789_012, u64::MAX];
+        let long_key = "k".repeat(KEY);
+        let escaped_key = "ke\"y\n";
+        let numbers =
+            [0, 1, 9, 10, 99, 100, 999, 1_000, 1_001, 99_999, 999_999, 1_000_000, 1 << 53, u64::MAX];
+        let mut values: Vec<Value<'_>> = Vec::new();
+        for n in numbers {
+            values.extend([Value::U64(n), Value::I64(n as i64), Value::I64((n as i64).wrapping_neg())]);
+        }
+        values.extend([Value::I64(i64::MIN), Value::I64(i64::MAX), Value::Bool(true), Value::Bool(false)]);
+        let long_text = "s".repeat(STRING + 1);
+        let edge_text = "s".repeat(STRING);
+        for text in ["", "plain", "é €", "quote \"", "back\\slash", "tab\t", "\u{1f}", &edge_text, &long_text]
+        {
+            values.push(Value::Str(text));
+        }
+        values.extend([Value::F64(0.5), Value::F64(f64::NAN), Value::F64(-1e300)]);
+        // Each value alone, after one other, and under keys of every kind.
+        let mut field_lists: Vec<Vec<Field<'_>>> = vec![Vec::new()];
+        for (i, &value) in values.iter().enumerate() {
+            field_lists.push(vec![Field { name: "a", value }]);
+            field_lists
+                .push(vec![Field { name: "n", value: Value::U64(i as u64) }, Field { name: "b", value }]);
+        }
+        for name in [escaped_key, &long_key[..KEY - 12], &long_key] {
+            field_lists.push(vec![Field { name, value: Value::U64(5) }]);
+        }
+        let many: Vec<Field<'_>> =
+            (0..=MAX_FIELDS as u64).map(|i| Field { name: "f", value: Value::U64(u64::MAX - i) }).collect();
+        field_lists.extend([many[..MAX_FIELDS].to_vec(), many.clone()]);
+        let cpus = [
+            None,
+            Some(ThreadCpu { begin_ns: 7_000_500, end_ns: 9_500_501 }),
+            Some(ThreadCpu { begin_ns: u64::MAX, end_ns: 0 }),
+        ];
+
+        let mut lines = SpanLines::default();
+        let mut in_place = 0;
+        let mut cases = 0;
+        let mut check = |event: &Event<'_>| {
+            let (text, fast) = through(&mut lines, event);
+            assert_eq!(text, general(event), "{event:?}");
+            in_place += usize::from(fast);
+            cases += 1;
+        };
+        for site in &sites {
+            for &begin_ts in &times {
+                for &dur in &durations {
+                    let ts = begin_ts.saturating_add(dur);
+                    check(&end(*site, (begin_ts, ts), None, &[]));
+                }
+                // An end before the begin: the duration saturates.
+                check(&end(*site, (begin_ts, begin_ts / 2), None, &[]));
+                for cpu in cpus {
+                    check(&end(*site, (begin_ts, begin_ts.saturating_add(1_500)), cpu, &[]));
+                }
+            }
+            for fields in &field_lists {
+                for &begin_ts in &times[6..10] {
+                    // The fields twice: once to render their keys, once with them rendered.
+                    for _ in 0..2 {
+                        check(&end(*site, (begin_ts, begin_ts + 42), cpus[1], fields));
+                    }
+                }
+            }
+        }
+        // The usual spans are written in place: all but the longest site's,
+        // the fields the first time, and the values it leaves to the general path.
+        assert!(in_place * 2 > cases, "{in_place} of {cases} in place");
+    }
+
+    #[test]
+    fn a_run_of_spans_across_milliseconds_and_lines_is_written_as_the_general_path_writes_it() {
+        let names: Vec<String> = (0..100).map(|i| format!("span_{i}")).collect();
+        let fields = [Field { name: "a", value: Value::U64(3) }, Field { name: "b", value: Value::I64(-7) }];
+        let mut lines = SpanLines::default();
+        let mut ts = 999_000_000;
+        for i in 0..5_000u64 {
+            // Steps below, around and over a millisecond, now and then back in time.
+            ts = match i % 97 {
+                0 => ts - 3_000_000,
+                _ => ts + [1, 999, 1_001, 250_000, 999_999, 1_000_000, 3_000_001][(i % 7) as usize],
+            };
+            // More sites than slots: lines are taken over and rendered again.
+            let site = Site::new(&names[(i * 7 % 100) as usize], "t", Level::INFO, None, None);
+            let event = end(site, (ts, ts + i), None, &fields[..(i % 3) as usize]);
+            assert_eq!(through(&mut lines, &event).0, general(&event), "{event:?}");
+        }
     }
 }
