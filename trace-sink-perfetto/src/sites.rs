@@ -63,7 +63,7 @@ impl Sites {
 
     /// The begin of `site` with `fields` (their names, not their values), if
     /// it was cached: never for a site whose text is not `'static`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&self, site: &Site<'_>, fields: &[Field<'_>]) -> Option<&SiteBegin> {
         if !site.has_static_text() {
             return None;
