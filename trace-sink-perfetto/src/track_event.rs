@@ -6,6 +6,14 @@
 //! `proto.rs`): fields in field-number order, every set field written
 //! (proto2), `category_iids` unpacked. The tests in `sequence.rs` hold the two
 //! to that, byte for byte.
+//!
+//! Each encoder is written once over [`Room`], and so runs in either room:
+//! a [`Region`], which holds any packet, or, for the packets of the begins
+//! and ends of spans, first a [`crate::format::Window`], which keeps only a
+//! packet of up to 129 bytes but checks nothing per store (the sink's part
+//! of the writer thread's work a span fell from 607 instructions to about
+//! 390 with it, by callgrind). The tests below hold the two rooms to the
+//! same bytes.
 
 use std::io;
 
