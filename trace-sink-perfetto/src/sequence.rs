@@ -137,7 +137,7 @@ impl Sequence {
     /// Writes the end at `ts` of a slice on the sequence's own track that
     /// carries nothing but the value of the counter `track` then
     /// ([`EventSpec::counter_end`]): from bytes encoded once for the counter.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn counter_end(
         &mut self,
         (enc, out): (&mut Encoder, &mut dyn Write),

@@ -190,7 +190,7 @@ impl CpuCounter {
 
     /// Writes `extra_counter_values` with `value`, then
     /// `extra_counter_track_uuids`: in one store.
-    #[inline]
+    #[inline(always)]
     fn put_sample(&self, r: &mut impl Room, value: i64) {
         // The key (one byte), the value (ten bytes at most) and the track's
         // field (sixteen with its padding).
