@@ -6,7 +6,9 @@ use std::io::{self, Write};
 use flate2::{Compress, Compression, FlushCompress, Status};
 use prost::Message;
 
-use crate::format::{put_varint, varint_len, Put, Region, COMPRESSED_PACKETS_FIELD, PACKET_KEY, WIRE_LEN};
+use crate::format::{
+    put_varint, varint_len, Put, Region, Window, COMPRESSED_PACKETS_FIELD, PACKET_KEY, WINDOW_ROOM, WIRE_LEN,
+};
 use crate::proto::TracePacket;
 
 /// Writes packets into the chunk, and keeps the one buffer a track event
@@ -42,7 +44,7 @@ impl Encoder {
     }
 
     /// Sends the chunk to the file once a packet appended to it filled it.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn appended(&mut self, out: &mut dyn Write) -> io::Result<()> {
         if self.chunk.len >= CHUNK_BYTES {
             self.chunk.flush(out)?;
@@ -136,6 +138,19 @@ impl Chunk {
         &mut self.buf[self.len..]
     }
 
+    /// A [`Window`] after the packets held, for the next packet, which
+    /// [`Chunk::filled`] then keeps: room of a fixed size, made as
+    /// [`Chunk::room`] makes it. None is not expected.
+    #[inline(always)]
+    pub(crate) fn window(&mut self) -> Option<Window<'_>> {
+        // The check that finds the room is the one that says to grow.
+        if self.buf.len() < self.len + WINDOW_ROOM {
+            self.grow(self.len + WINDOW_ROOM);
+        }
+        let room = self.buf.get_mut(self.len..)?.first_chunk_mut::<WINDOW_ROOM>()?;
+        Some(Window::new(room))
+    }
+
     /// Makes the buffer `end` bytes long at least: a few times a capture,
     /// since its length doubles from [`FIRST_ROOM`] up to [`CHUNK_BYTES`] and
     /// [`SPARE`] (a chunk goes out once it holds that many). A short capture,
@@ -151,7 +166,7 @@ impl Chunk {
     }
 
     /// Keeps the first `written` bytes of the room as the next packet.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn filled(&mut self, written: usize) {
         self.len = (self.len + written).min(self.buf.len());
     }

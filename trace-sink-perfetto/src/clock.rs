@@ -62,6 +62,7 @@ impl SequenceClock {
 
     /// The packet's `timestamp` and, when it is not the sequence's default
     /// clock, `timestamp_clock_id` for an event at `ts`.
+    #[inline(always)]
     pub(crate) fn stamp(&mut self, ts: u64) -> (u64, Option<u32>) {
         match self.timestamps {
             Timestamps::Incremental if ts >= self.last => {

@@ -160,12 +160,40 @@ impl Put for Vec<u8> {
     }
 }
 
+/// Room made for one packet, in which it is written in one pass: each
+/// length-delimited message's length goes into one byte held for it by
+/// [`Room::open`] and is written there by [`Room::close`] once its body is.
+///
+/// Two kinds: a [`Region`] holds any packet (a length of 128 or more moves the
+/// body on), a [`Window`] only a short one, with fewer checks per byte. The
+/// encoders are written once over either, so that both write the same bytes.
+pub(crate) trait Room: Put + Sized {
+    /// The bytes written so far.
+    fn len(&self) -> usize;
+    /// Writes the first `len` bytes of `bytes` (all of them where there is
+    /// room: one store of a fixed size; the bytes past `len` are written over
+    /// by what comes next, or cut with the room left over).
+    fn put_padded<const N: usize>(&mut self, bytes: &[u8; N], len: usize);
+    /// Writes the key of a length-delimited field and holds one byte for its
+    /// length; returns where, for [`Room::close`].
+    #[inline]
+    fn open(&mut self, key: u64) -> usize {
+        put_varint(self, key);
+        let at = self.len();
+        self.push(0);
+        at
+    }
+    /// Writes the length of the field opened at `at`, whose body is
+    /// everything written since.
+    fn close(&mut self, at: usize);
+}
+
 /// A region of room made beforehand, filled from its start: each byte is a
 /// store, with none of a vector's capacity checks and length updates. What
 /// would run past the end is dropped, and [`Region::fits`] then says so.
 ///
-/// A length-delimited message is written in one pass: [`Region::open`] holds
-/// one byte for its length, [`Region::close`] writes the length there once the
+/// A length-delimited message is written in one pass: [`Room::open`] holds
+/// one byte for its length, [`Room::close`] writes the length there once the
 /// body is written (moving the body on in the rare case that the length takes
 /// more than one byte), so no length is worked out before its body.
 pub(crate) struct Region<'b> {
@@ -178,33 +206,13 @@ impl<'b> Region<'b> {
         Region { buf, pos: 0 }
     }
 
-    /// The bytes written so far.
-    #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.pos
-    }
-
     /// True when everything written fitted in the region.
     #[inline]
     pub(crate) fn fits(&self) -> bool {
         self.pos <= self.buf.len()
     }
 
-    /// Writes the first `len` bytes of `bytes` (all of them where there is
-    /// room: one store of a fixed size; the bytes past `len` are written over
-    /// by what comes next, or cut with the room left over).
-    #[inline]
-    pub(crate) fn put_padded<const N: usize>(&mut self, bytes: &[u8; N], len: usize) {
-        match self.buf.get_mut(self.pos..).and_then(<[u8]>::first_chunk_mut::<N>) {
-            Some(to) => {
-                *to = *bytes;
-                self.pos += len;
-            }
-            None => self.put_short(&bytes[..len.min(N)]),
-        }
-    }
-
-    /// [`Region::put_padded`] near the end of the room: apart, so that the
+    /// [`Room::put_padded`] near the end of the room: apart, so that the
     /// store of a fixed size stays one.
     #[cold]
     #[inline(never)]
@@ -212,31 +220,7 @@ impl<'b> Region<'b> {
         self.extend_from_slice(bytes);
     }
 
-    /// Writes the key of a length-delimited field and holds one byte for its
-    /// length; returns where, for [`Region::close`].
-    #[inline]
-    pub(crate) fn open(&mut self, key: u64) -> usize {
-        put_varint(self, key);
-        let at = self.pos;
-        self.push(0);
-        at
-    }
-
-    /// Writes the length of the field opened at `at`, whose body is
-    /// everything written since.
-    #[inline]
-    pub(crate) fn close(&mut self, at: usize) {
-        let len = self.pos - at - 1;
-        if len < 0x80 {
-            if let Some(slot) = self.buf.get_mut(at) {
-                *slot = len as u8;
-            }
-        } else {
-            self.close_long(at, len);
-        }
-    }
-
-    /// [`Region::close`] for a body of 128 bytes or more: the body moves on
+    /// [`Room::close`] for a body of 128 bytes or more: the body moves on
     /// to make room for the longer length.
     #[cold]
     fn close_long(&mut self, at: usize, len: usize) {
@@ -269,6 +253,120 @@ impl Put for Region<'_> {
             to.copy_from_slice(bytes);
         }
         self.pos += bytes.len();
+    }
+}
+
+impl Room for Region<'_> {
+    #[inline]
+    fn len(&self) -> usize {
+        self.pos
+    }
+
+    #[inline]
+    fn put_padded<const N: usize>(&mut self, bytes: &[u8; N], len: usize) {
+        match self.buf.get_mut(self.pos..).and_then(<[u8]>::first_chunk_mut::<N>) {
+            Some(to) => {
+                *to = *bytes;
+                self.pos += len;
+            }
+            None => self.put_short(&bytes[..len.min(N)]),
+        }
+    }
+
+    #[inline]
+    fn close(&mut self, at: usize) {
+        let len = self.pos - at - 1;
+        if len < 0x80 {
+            if let Some(slot) = self.buf.get_mut(at) {
+                *slot = len as u8;
+            }
+        } else {
+            self.close_long(at, len);
+        }
+    }
+}
+
+/// The room a [`Window`] takes: twice the offsets it writes at, so that no
+/// store of up to [`WINDOW_ROOM`]` / 2` bytes from one of them runs past it.
+pub(crate) const WINDOW_ROOM: usize = 512;
+/// The offsets a window writes at: the packet's, cut to their low eight bits.
+const WINDOW_OFFSETS: usize = WINDOW_ROOM / 2 - 1;
+/// The longest packet a window keeps: its key, one byte of length, and a body
+/// of up to 127 bytes, so that every length in it takes one byte.
+pub(crate) const WINDOW_PACKET: usize = 2 + 0x7f;
+
+/// Room of a fixed size for one short packet (most track events): the
+/// packet is kept only if it is at most [`WINDOW_PACKET`] bytes, so that
+/// every message's length is under 128 and fills the one byte held for it,
+/// with nothing to move; a longer one is written again in a [`Region`].
+///
+/// Each store goes at the packet's offset cut to its low eight bits, in a
+/// buffer twice that long: the compiler sees that no store of a fixed size
+/// runs past it, and checks none of them. Past [`WINDOW_PACKET`] the bytes
+/// are garbage (the offsets wrap), which [`Window::finish`] refuses.
+pub(crate) struct Window<'b> {
+    buf: &'b mut [u8; WINDOW_ROOM],
+    pos: usize,
+}
+
+impl<'b> Window<'b> {
+    pub(crate) fn new(buf: &'b mut [u8; WINDOW_ROOM]) -> Self {
+        Window { buf, pos: 0 }
+    }
+
+    /// Where the next byte goes.
+    #[inline(always)]
+    fn at(&self) -> usize {
+        self.pos & WINDOW_OFFSETS
+    }
+
+    /// The packet's length, if it is short enough to be kept (each of its
+    /// lengths then took one byte, as [`Room::close`] wrote it).
+    #[inline(always)]
+    pub(crate) fn finish(&self) -> Option<usize> {
+        (self.pos <= WINDOW_PACKET).then_some(self.pos)
+    }
+}
+
+impl Put for Window<'_> {
+    #[inline(always)]
+    fn push(&mut self, byte: u8) {
+        let at = self.at();
+        self.buf[at] = byte;
+        self.pos += 1;
+    }
+
+    #[inline(always)]
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        // Checked only for a length not known when compiled (a string's).
+        let at = self.at();
+        if let Some(to) = self.buf.get_mut(at..at + bytes.len()) {
+            to.copy_from_slice(bytes);
+        }
+        self.pos += bytes.len();
+    }
+}
+
+impl Room for Window<'_> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.pos
+    }
+
+    #[inline(always)]
+    fn put_padded<const N: usize>(&mut self, bytes: &[u8; N], len: usize) {
+        let at = self.at();
+        if let Some(to) = self.buf.get_mut(at..).and_then(<[u8]>::first_chunk_mut::<N>) {
+            *to = *bytes;
+        }
+        self.pos += len;
+    }
+
+    #[inline(always)]
+    fn close(&mut self, at: usize) {
+        // Under 128 in a packet that is kept: one byte.
+        let len = self.pos.wrapping_sub(at + 1);
+        self.buf[at & WINDOW_OFFSETS] = len as u8;
     }
 }
 

@@ -71,9 +71,16 @@
 //!   fields, most ends) is a few fixed stores. The chunk keeps room made
 //!   ahead of its packets, zeroed once as its buffer grows (from 8 KiB, so
 //!   that a short capture touches few pages), so that making room for a
-//!   packet costs a comparison: about 600 instructions of the writer thread
-//!   a span with two fields, begin and end, against 1,260 before
-//!   (callgrind).
+//!   packet costs a comparison. A packet of up to 129 bytes (most track
+//!   events) is written in a window of 512 bytes of that room, checked once:
+//!   every length in it then takes one byte, and each store goes at an
+//!   offset cut to eight bits, which the compiler sees cannot run past the
+//!   window, so that no byte is checked on its own; a longer packet is
+//!   written again, in full, by the general encoder, through the same
+//!   functions. The begin and end of a span are inlined into the sink's
+//!   `event`: about 390 instructions of the writer thread a span with two
+//!   fields, begin and end, against 607 with a check per store (and 1,260
+//!   before the cached begins), by callgrind.
 //! - Packets go to the file in chunks of up to 64 KiB, as they are. A sink
 //!   made with [`PerfettoSink::compressed`] compresses each chunk with zlib
 //!   into one packet of its own (`TracePacket.compressed_packets`, which the

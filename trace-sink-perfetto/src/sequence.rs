@@ -88,7 +88,7 @@ impl Sequence {
     }
 
     /// Writes a bare track event ([`EventSpec::is_bare`]) of type `kind` at `ts`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn bare_event(
         &mut self,
         enc: &mut Encoder,
@@ -137,7 +137,7 @@ impl Sequence {
     /// Writes the end at `ts` of a slice on the sequence's own track that
     /// carries nothing but the value of the counter `track` then
     /// ([`EventSpec::counter_end`]): from bytes encoded once for the counter.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn counter_end(
         &mut self,
         (enc, out): (&mut Encoder, &mut dyn Write),
@@ -239,7 +239,7 @@ fn cpu_counter<'c>(cpu: &'c mut Option<CpuCounter>, field: &SequenceField, track
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use prost::Message;
     use trace_core::Field;
 
@@ -827,14 +827,14 @@ mod tests {
         assert_eq!((event.name_iid, packets[0].interned_data.clone()), (Some(1), None));
     }
 
-    mod against_prost {
+    pub(crate) mod against_prost {
         use proptest::prelude::*;
 
         use super::*;
 
         /// A field value, owned.
         #[derive(Clone, Debug)]
-        enum Owned {
+        pub(crate) enum Owned {
             I64(i64),
             U64(u64),
             F64(f64),
@@ -843,7 +843,7 @@ mod tests {
         }
 
         impl Owned {
-            fn value(&self) -> Value<'_> {
+            pub(crate) fn value(&self) -> Value<'_> {
                 match self {
                     Owned::I64(v) => Value::I64(*v),
                     Owned::U64(v) => Value::U64(*v),

@@ -22,12 +22,12 @@ const SLOTS: usize = 64;
 /// site's other begins.
 #[derive(Debug, Default)]
 pub(crate) struct SiteBegin {
+    /// The name's address and length: `(0, 0)` (the address of no string)
+    /// while the slot holds no site.
     name: (usize, usize),
     target: (usize, usize),
     /// Each field's name: its address and its length.
     fields: Vec<(usize, usize)>,
-    /// Whether the slot holds a site.
-    filled: bool,
     /// The bytes its begins share, their iids among them.
     pub(crate) template: PlainTemplate,
 }
@@ -63,14 +63,13 @@ impl Sites {
 
     /// The begin of `site` with `fields` (their names, not their values), if
     /// it was cached: never for a site whose text is not `'static`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&self, site: &Site<'_>, fields: &[Field<'_>]) -> Option<&SiteBegin> {
         if !site.has_static_text() {
             return None;
         }
         let begin = self.slots.get(Self::slot(site, fields))?;
-        let same = begin.filled
-            && begin.name == key(site.name)
+        let same = begin.name == key(site.name)
             && begin.target == key(site.target)
             && begin.fields.len() == fields.len()
             && begin.fields.iter().zip(fields).all(|(&name, f)| name == key(f.name));
@@ -98,10 +97,10 @@ impl Sites {
         let Some(begin) = self.slots.get_mut(Self::slot(site, fields)) else {
             return;
         };
-        begin.name = key(site.name);
+        let filled = begin.template.set((sequence, TYPE_SLICE_BEGIN), iids, field_iids);
+        begin.name = if filled { key(site.name) } else { (0, 0) };
         begin.target = key(site.target);
         begin.fields.clear();
         begin.fields.extend(fields.iter().map(|f| key(f.name)));
-        begin.filled = begin.template.set((sequence, TYPE_SLICE_BEGIN), iids, field_iids);
     }
 }

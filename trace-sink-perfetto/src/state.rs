@@ -288,7 +288,7 @@ impl State {
 
     /// Writes a bare track event ([`EventSpec::is_bare`]) of type `kind` at
     /// `ts` on `thread`'s sequence: most slices' ends.
-    #[inline]
+    #[inline(always)]
     fn thread_bare_event(&mut self, thread: Tid, ts: u64, kind: i32, out: &mut dyn Write) -> io::Result<()> {
         if let Some((sequence, enc)) = self.last_sequence(thread) {
             return sequence.bare_event(enc, out, ts, kind);
@@ -531,7 +531,7 @@ impl State {
     }
 
     /// A span was entered: a slice begins on its thread's track.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn span_begin(
         &mut self,
         thread: Tid,
@@ -596,7 +596,7 @@ impl State {
     /// A span ended: its slice ends, with the fields recorded since its begin
     /// (named by `'static` strings when `static_text`).
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     pub(crate) fn span_end(
         &mut self,
         thread: Tid,
