@@ -55,6 +55,13 @@ pub(crate) enum TrackKind {
     Flow = 7,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Makes the captures started on this thread draw the ids of this hash,
+    /// so that two of them write the same bytes.
+    pub(crate) static FIXED_HASH: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
 /// The ids of one capture.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ids {
@@ -73,6 +80,10 @@ impl Ids {
     /// The ids of a new capture of process `pid` started at `start_ns`
     /// (monotonic) and `start_unix_ms` (wall clock).
     pub(crate) fn new(pid: u32, start_ns: u64, start_unix_ms: u64) -> Ids {
+        #[cfg(test)]
+        if let Some(hash) = FIXED_HASH.get() {
+            return Ids::from_hash(hash);
+        }
         let capture = CAPTURES.fetch_add(1, Ordering::Relaxed);
         Ids::from_hash(RandomState::new().hash_one((pid, capture, start_ns, start_unix_ms)))
     }
