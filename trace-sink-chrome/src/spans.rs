@@ -503,6 +503,7 @@ mod tests {
     fn capture(write: impl FnOnce(&mut Events)) -> String {
         let mut out = Events::default();
         out.begin();
+        out.in_place_at_once();
         out.metadata("process_name", (PID, 0), "name", Some("p"), 0);
         write(&mut out);
         out.end();
