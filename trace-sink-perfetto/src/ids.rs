@@ -55,13 +55,6 @@ pub(crate) enum TrackKind {
     Flow = 7,
 }
 
-#[cfg(test)]
-thread_local! {
-    /// Makes the captures started on this thread draw the ids of this hash,
-    /// so that two of them write the same bytes.
-    pub(crate) static FIXED_HASH: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
-}
-
 /// The ids of one capture.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ids {
@@ -76,15 +69,22 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+#[cfg(test)]
+thread_local! {
+    /// The hash [`Ids::new`] takes on this thread when set: for tests that
+    /// compare two captures byte for byte.
+    pub(crate) static FIXED_HASH: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
 impl Ids {
     /// The ids of a new capture of process `pid` started at `start_ns`
     /// (monotonic) and `start_unix_ms` (wall clock).
     pub(crate) fn new(pid: u32, start_ns: u64, start_unix_ms: u64) -> Ids {
+        let capture = CAPTURES.fetch_add(1, Ordering::Relaxed);
         #[cfg(test)]
-        if let Some(hash) = FIXED_HASH.get() {
+        if let Some(hash) = FIXED_HASH.with(std::cell::Cell::get) {
             return Ids::from_hash(hash);
         }
-        let capture = CAPTURES.fetch_add(1, Ordering::Relaxed);
         Ids::from_hash(RandomState::new().hash_one((pid, capture, start_ns, start_unix_ms)))
     }
 

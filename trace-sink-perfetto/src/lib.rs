@@ -46,6 +46,15 @@
 //!   written in full (`TrackEvent.name`), not interned: messages that differ
 //!   per event would grow the interning tables for the whole capture. An
 //!   event without a message keeps its call site's (interned) name.
+//! - An instant at a `tracing` call site is written from bytes its sequence
+//!   encoded once for that site and list of field names (found by the
+//!   strings' addresses, as a span's begin is): the category and the
+//!   annotations' names with their iids, the `level` and `location`
+//!   annotations whole, and the site's name's iid. Only the time, the
+//!   values and the name made from the message are written per instant, and
+//!   nothing is interned or formatted: about 750 instructions of the writer
+//!   thread an event with a message and two fields, against 2,140 before
+//!   (callgrind).
 //! - Loss is said on the process's track, where a reader looks first: when
 //!   records were dropped, an instant `trace records dropped (N)` at the
 //!   finish and a counter track `trace records dropped` (unit: count) at 0 at the
@@ -170,11 +179,14 @@ mod chunk;
 mod clock;
 mod format;
 mod ids;
+mod instants;
 mod intern;
 mod proto;
 mod sequence;
 mod sites;
 mod state;
+#[cfg(test)]
+mod test_sites;
 mod track_event;
 
 use std::io::{self, Write};
@@ -365,14 +377,14 @@ mod tests {
     #[global_allocator]
     static COUNTING: Counting = Counting;
 
-    fn allocations() -> u64 {
+    pub(crate) fn allocations() -> u64 {
         ALLOCATIONS.with(Cell::get)
     }
 
     const COMPILE: Site<'static> =
         Site::new("compile", "cabin::build", trace_core::Level::INFO, Some("src/build.rs"), Some(12));
 
-    fn test_start() -> Start<'static> {
+    pub(crate) fn test_start() -> Start<'static> {
         Start {
             command: "build",
             stem: "build-1-2-3",

@@ -8,6 +8,7 @@ use trace_core::{Field, Site, Value};
 use crate::chunk::Encoder;
 use crate::clock::{SequenceClock, Timestamps};
 use crate::format::SEQ_INCREMENTAL_STATE_CLEARED;
+use crate::instants::Instants;
 use crate::intern::Interner;
 use crate::proto::{TracePacket, TracePacketDefaults, TrackDescriptor, TrackEventDefaults};
 use crate::sites::Sites;
@@ -28,6 +29,8 @@ pub(crate) struct Sequence {
     annotation_names: Interner,
     /// The begins of the call sites seen on this sequence, with their iids.
     sites: Sites,
+    /// The call sites of the instants written on this sequence, with their bytes.
+    instants: Instants,
     /// The thread CPU-time counter its slices carried last, its bytes
     /// encoded once.
     cpu: Option<CpuCounter>,
@@ -68,6 +71,7 @@ impl Sequence {
             categories: Interner::default(),
             annotation_names: Interner::default(),
             sites: Sites::default(),
+            instants: Instants::default(),
             cpu: None,
         })
     }
@@ -225,6 +229,45 @@ impl Sequence {
             _ => put_track_event(&mut enc.chunk, &self.field, stamp, spec, &resolved)?,
         }
         enc.appended(out)
+    }
+}
+
+/// Instants.
+impl Sequence {
+    /// Writes an instant of `site` with `fields` from the bytes cached for
+    /// the site ([`Sequence::cache_instant`]), without interning: None, and
+    /// nothing written, when they were not (or when they lack the site's
+    /// name, which an instant whose message gives no name needs).
+    #[inline]
+    pub(crate) fn cached_instant(
+        &mut self,
+        (enc, out): (&mut Encoder, &mut dyn Write),
+        ts: u64,
+        site: &Site<'_>,
+        fields: &[Field<'_>],
+    ) -> Option<io::Result<()>> {
+        let cached = self.instants.get(site, fields)?;
+        let name = cached.template().name(cached.full_name(fields))?;
+        let stamp = self.clock.stamp(ts);
+        let written = cached.template().put(&mut enc.chunk, stamp, fields, name);
+        Some(written.and_then(|()| enc.appended(out)))
+    }
+
+    /// Caches the bytes that the instants of `site` with the fields of
+    /// `spec` share, from `spec`, the instant of theirs [`Sequence::event`]
+    /// has just written (so that each of its strings is interned): nothing
+    /// for a site whose text is not `'static`.
+    pub(crate) fn cache_instant(&mut self, site: &Site<'_>, spec: &EventSpec<'_>) {
+        let fixed = site.has_static_text();
+        let Some(category) = spec.category.filter(|_| fixed) else {
+            return;
+        };
+        let category = self.categories.intern(category, fixed).0;
+        let name = spec.name.map(|s| self.event_names.intern(s, fixed).0);
+        let names = &mut self.annotation_names;
+        let annotations =
+            spec.fields.iter().chain(spec.extra).map(|f| (names.intern(f.name, fixed).0, f.value));
+        self.instants.insert((&self.field, site), spec.fields, (category, name), annotations);
     }
 }
 
@@ -488,24 +531,10 @@ pub(crate) mod tests {
     /// A `tracing` call site's site, `'static` text and all
     /// ([`Site::has_static_text`]), as a capture gets it.
     fn static_site() -> Site<'static> {
-        struct Everything;
-        impl tracing::Subscriber for Everything {
-            fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-                true
-            }
-            fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-                tracing::span::Id::from_u64(1)
-            }
-            fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-            fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-            fn event(&self, _: &tracing::Event<'_>) {}
-            fn enter(&self, _: &tracing::span::Id) {}
-            fn exit(&self, _: &tracing::span::Id) {}
-        }
-        let meta = tracing::subscriber::with_default(Everything, || {
-            tracing::info_span!("compile", a = 1, b = 2, c = 3).metadata()
+        let metas = crate::test_sites::metadata_of(|| {
+            let _ = tracing::info_span!("compile", a = 1, b = 2, c = 3);
         });
-        match meta {
+        match metas.first() {
             Some(meta) => Site::of(meta),
             None => panic!("a span under a subscriber that wants everything has its metadata"),
         }

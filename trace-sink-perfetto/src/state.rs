@@ -388,6 +388,7 @@ fn cpu_value(ns: u64) -> i64 {
 impl State {
     /// A `tracing` event: an instant named after its message, with its level
     /// and source location as annotations after its fields.
+    #[inline]
     pub(crate) fn instant(
         &mut self,
         thread: Tid,
@@ -396,6 +397,35 @@ impl State {
         fields: &[Field<'_>],
         out: &mut dyn Write,
     ) -> io::Result<()> {
+        // Most instants: on the thread of the event before, at a call site
+        // whose bytes its sequence has cached.
+        if let Some((sequence, enc)) = self.last_sequence(thread) {
+            if let Some(written) = sequence.cached_instant((enc, out), ts, &site, fields) {
+                return written;
+            }
+        }
+        self.any_instant((thread, ts), site, fields, out)
+    }
+
+    /// [`State::instant`] in full: from the site's cached bytes on a thread
+    /// other than the last event's, else through [`Sequence::event`],
+    /// caching the site's bytes for the next ones.
+    #[inline(never)]
+    fn any_instant(
+        &mut self,
+        (thread, ts): (Tid, u64),
+        site: Site<'_>,
+        fields: &[Field<'_>],
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let Some(index) = self.thread_sequence(thread, out)? else {
+            return Ok(());
+        };
+        if let Some(sequence) = self.threads.get_mut(index) {
+            if let Some(written) = sequence.cached_instant((&mut self.enc, out), ts, &site, fields) {
+                return written;
+            }
+        }
         let has = |name: &str| fields.iter().any(|f| f.name == name);
         let full_name = fields.iter().find(|f| f.name == "message").and_then(|f| match f.value {
             Value::Str(m) => instant_name(m),
@@ -430,6 +460,11 @@ impl State {
             ..EventSpec::default()
         };
         let written = self.thread_event(thread, &spec, out);
+        if written.is_ok() {
+            if let Some(sequence) = self.threads.get_mut(index) {
+                sequence.cache_instant(&site, &spec);
+            }
+        }
         self.location = location;
         written
     }
