@@ -630,6 +630,46 @@ pub(crate) struct PlainTemplate {
     tail: Padded<24>,
 }
 
+/// The start of a template's packet: its sequence, then `track_event`'s key
+/// and the byte held for its length, then `category_iids`.
+pub(crate) fn template_head(sequence: &SequenceField, category: u64) -> Option<Padded<32>> {
+    Padded::new(|r| {
+        sequence.put(r);
+        r.extend_from_slice(&[keys::PACKET_TRACK_EVENT as u8, 0]);
+        put_field(r, keys::EVENT_CATEGORY_IIDS, category);
+    })
+}
+
+/// The start of a template's annotation named by `iid`: its key, the byte
+/// held for its length, and `name_iid`.
+pub(crate) fn template_annotation(iid: u64) -> Option<Padded<16>> {
+    Padded::new(|r| {
+        r.extend_from_slice(&[keys::EVENT_DEBUG_ANNOTATIONS as u8, 0]);
+        put_field(r, keys::ANNOTATION_NAME_IID, iid);
+    })
+}
+
+/// Writes a template's `head` and each field's annotation (from
+/// `annotations`, then its value); returns where the byte held for the
+/// track event's length is (`event_at` into `head`), for its close.
+#[inline(always)]
+pub(crate) fn put_template_values(
+    r: &mut impl Room,
+    (head, event_at): (&Padded<32>, usize),
+    annotations: &[Padded<16>],
+    fields: &[Field<'_>],
+) -> usize {
+    let event = r.len() + event_at;
+    head.put(r);
+    for (annotation, field) in annotations.iter().zip(fields) {
+        let at = r.len() + 1;
+        annotation.put(r);
+        put_value(r, field.value);
+        r.close(at);
+    }
+    event
+}
+
 impl PlainTemplate {
     /// Makes the template of events of type `kind` on `sequence` named by the iids given,
     /// with annotations named by `annotations` (in order); false (and the
@@ -640,11 +680,7 @@ impl PlainTemplate {
         (name, category): (u64, u64),
         annotations: impl Iterator<Item = u64>,
     ) -> bool {
-        let head = Padded::new(|r| {
-            sequence.put(r);
-            r.extend_from_slice(&[keys::PACKET_TRACK_EVENT as u8, 0]);
-            put_field(r, keys::EVENT_CATEGORY_IIDS, category);
-        });
+        let head = template_head(sequence, category);
         self.event_at = sequence.len + 1;
         let tail = Padded::new(|r| {
             put_field(r, keys::EVENT_TYPE, kind as u64);
@@ -653,10 +689,7 @@ impl PlainTemplate {
         self.annotations.clear();
         let mut fits = true;
         for iid in annotations {
-            let annotation = Padded::new(|r| {
-                r.extend_from_slice(&[keys::EVENT_DEBUG_ANNOTATIONS as u8, 0]);
-                put_field(r, keys::ANNOTATION_NAME_IID, iid);
-            });
+            let annotation = template_annotation(iid);
             fits &= annotation.is_some();
             self.annotations.push(annotation.unwrap_or_default());
         }
@@ -709,14 +742,8 @@ impl Body for Begin<'_> {
     #[inline(always)]
     fn put(self, r: &mut impl Room) {
         let Begin(template, fields, extra_counter) = self;
-        let event = r.len() + template.event_at;
-        template.head.put(r);
-        for (annotation, field) in template.annotations.iter().zip(fields) {
-            let at = r.len() + 1;
-            annotation.put(r);
-            put_value(r, field.value);
-            r.close(at);
-        }
+        let event =
+            put_template_values(r, (&template.head, template.event_at), &template.annotations, fields);
         template.tail.put(r);
         if let Some((counter, value)) = extra_counter {
             counter.put_sample(r, value);

@@ -13,8 +13,8 @@ use std::io;
 use trace_core::{Field, Value};
 
 use super::{
-    put_annotation, put_field, put_value, settle, try_put_in, Padded, SequenceField, ANNOTATION_ROOM,
-    ELLIPSIS, PACKET_ROOM,
+    put_annotation, put_field, put_template_values, settle, template_annotation, template_head, try_put_in,
+    Padded, SequenceField, ANNOTATION_ROOM, ELLIPSIS, PACKET_ROOM,
 };
 use crate::chunk::Chunk;
 use crate::format::{keys, Put, Region, Room, TYPE_INSTANT};
@@ -58,11 +58,7 @@ impl InstantTemplate {
         fields: usize,
         annotations: impl Iterator<Item = (u64, Value<'v>)>,
     ) -> bool {
-        let head = Padded::new(|r| {
-            sequence.put(r);
-            r.extend_from_slice(&[keys::PACKET_TRACK_EVENT as u8, 0]);
-            put_field(r, keys::EVENT_CATEGORY_IIDS, category);
-        });
+        let head = template_head(sequence, category);
         self.event_at = sequence.len + 1;
         self.annotations.clear();
         self.middle.clear();
@@ -83,10 +79,7 @@ impl InstantTemplate {
                 self.middle.truncate(start + len);
                 continue;
             }
-            let annotation = Padded::new(|r| {
-                r.extend_from_slice(&[keys::EVENT_DEBUG_ANNOTATIONS as u8, 0]);
-                put_field(r, keys::ANNOTATION_NAME_IID, iid);
-            });
+            let annotation = template_annotation(iid);
             fits &= annotation.is_some();
             self.annotations.push(annotation.unwrap_or_default());
         }
@@ -162,14 +155,7 @@ impl InstantTemplate {
         name: Name<'_>,
     ) -> bool {
         try_put_in(buf, room, stamp, |r| {
-            let event = r.len() + self.event_at;
-            self.head.put(r);
-            for (annotation, field) in self.annotations.iter().zip(fields) {
-                let at = r.len() + 1;
-                annotation.put(r);
-                put_value(r, field.value);
-                r.close(at);
-            }
+            let event = put_template_values(r, (&self.head, self.event_at), &self.annotations, fields);
             r.extend_from_slice(&self.middle);
             match name {
                 Name::Full((name, cut)) => {
