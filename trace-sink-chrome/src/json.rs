@@ -318,6 +318,12 @@ fn ids(buf: &mut Vec<u8>, pid: u64, tid: u64) {
     uint(buf, tid);
 }
 
+/// Appends `,"pid":P,"tid":T,"ts":`.
+pub(crate) fn ids_then_ts(buf: &mut Vec<u8>, pid: u64, tid: u64) {
+    ids(buf, pid, tid);
+    buf.extend_from_slice(br#","ts":"#);
+}
+
 /// The file's bytes not yet written: the opening bracket, then events
 /// separated by `,\n`, each encoded here and handed to the writer in pieces
 /// of at least [`WRITE_AT`] bytes.
@@ -507,8 +513,7 @@ impl Events {
         if self.last_ids != Some((pid, tid)) {
             self.last_ids = Some((pid, tid));
             self.ids.clear();
-            ids(&mut self.ids, pid, tid);
-            self.ids.extend_from_slice(br#","ts":"#);
+            ids_then_ts(&mut self.ids, pid, tid);
         }
         self.buf.extend_from_slice(&self.ids);
         self.ts(ts);

@@ -61,11 +61,16 @@
 //! stays the same: for a span that ended, everything before its time's last
 //! digits (name, category, phase, pid, tid and the time's whole
 //! milliseconds) for its call site and thread, and the run of its fields'
-//! keys; for other events a call site's `"name"`, `"cat"` and `"ph"`, each
-//! field name's key, a time's whole seconds; for an instant its target's
-//! `"cat"` and `"ph"`, and its site's `"level"` and `"location"` (an
-//! instant with two fields cost the writer 2,083 instructions in this sink
-//! before, 1,408 since, most of the rest its message). Since a
+//! keys; for an instant, likewise written in place, everything before its
+//! time's last digits for its call site and thread, its name and message's
+//! value for the message they were made from, the run of its fields' keys
+//! and what follows them (its site's `"level"` and `"location"`), so that
+//! per instant only the numbers are encoded and the message compared (an
+//! instant with a message and two integer fields cost the writer 2,083
+//! instructions in this sink at first, 1,440 with its target's and site's
+//! pieces rendered once, 460 in place; see `instants.rs`); for other events
+//! a call site's `"name"`, `"cat"` and `"ph"`, each field name's key, a
+//! time's whole seconds. Since a
 //! span is written at its end, a parent comes after its children in the
 //! file; viewers order events by time. Timestamps are microseconds of
 //! `CLOCK_MONOTONIC` with nanosecond digits; `pid` is the real process id and
@@ -106,16 +111,19 @@
 
 #![deny(missing_docs)]
 
+mod instants;
 mod json;
 mod pieces;
 mod rendered;
 mod room;
 mod spans;
+mod stamp;
 
 use std::io::{self, Write};
 
 use trace_core::{Event, Field, Finish, LaneSlice, Sink, Site, Start, Value};
 
+use crate::instants::InstantLines;
 use crate::json::{head, micros, string_then, uint, Args, Events};
 use crate::rendered::Rendered;
 use crate::spans::SpanLines;
@@ -187,6 +195,65 @@ fn level_index(level: trace_core::Level) -> u8 {
     }
 }
 
+/// The name of an instant at `site` whose message is `message` (the value
+/// of its first field named `message`, if that is a string), and what
+/// follows it inside its quotes (an ellipsis when it was cut).
+fn name_of<'a>(site: &Site<'a>, message: Option<&'a str>) -> (&'a str, &'static [u8]) {
+    match message.and_then(instant_name) {
+        Some((name, true)) => (name, "…".as_bytes()),
+        Some((name, false)) => (name, b""),
+        None => (site.name, b""),
+    }
+}
+
+/// Appends what follows an instant's name: its target as `"cat"`, and its phase.
+fn after_instant_name(b: &mut Vec<u8>, target: &str) {
+    b.extend_from_slice(br#","cat":"#);
+    json::string(b, target);
+    b.extend_from_slice(br#","ph":"i","s":"t""#);
+}
+
+/// Whether an instant at `site` with `fields` gets its site's `"level"`,
+/// and its `"location"` (a field of the same name, set by the tool, is not
+/// shadowed).
+fn site_shadows(site: &Site<'_>, fields: &[Field<'_>]) -> (bool, bool) {
+    (field(fields, "level").is_none(), site.file.is_some() && field(fields, "location").is_none())
+}
+
+/// Appends the `"level"` (`level_text`) and `"location"` (`file`, then
+/// `line`, `:N` or nothing) entries of an instant, those that `(level,
+/// location)` ask for, separated by a comma.
+fn level_and_location(
+    b: &mut Vec<u8>,
+    level_text: &str,
+    (file, line): (&str, &[u8]),
+    (level, location): (bool, bool),
+) {
+    if level {
+        b.extend_from_slice(br#""level":"#);
+        json::string(b, level_text);
+    }
+    if location {
+        if level {
+            b.push(b',');
+        }
+        b.extend_from_slice(br#""location":"#);
+        string_then(b, file, line);
+    }
+}
+
+/// Appends the `"level"` and `"location"` entries of an instant at `site`
+/// with `fields`, as the general path writes them.
+fn site_entries(b: &mut Vec<u8>, site: &Site<'_>, fields: &[Field<'_>]) {
+    let mut line = Vec::new();
+    if let Some(n) = site.line {
+        line.push(b':');
+        uint(&mut line, u64::from(n));
+    }
+    let file = site.file.unwrap_or_default();
+    level_and_location(b, site.level.as_str(), (file, &line), site_shadows(site, fields));
+}
+
 /// The field of `fields` named `name`, if any.
 fn field<'f, 'a>(fields: &'f [Field<'a>], name: &str) -> Option<&'f Field<'a>> {
     fields.iter().find(|f| f.name == name)
@@ -215,6 +282,8 @@ pub struct ChromeSink {
     site_entries: Rendered,
     /// The pieces of spans that ended by themselves, by call site and thread.
     spans: SpanLines,
+    /// The pieces of instants, by call site and thread.
+    instants: InstantLines,
 }
 
 impl ChromeSink {
@@ -253,30 +322,22 @@ impl ChromeSink {
 
     /// A `tracing` event: an instant named after its message.
     fn instant(&mut self, thread: u64, ts: u64, site: Site<'_>, fields: &[Field<'_>]) {
+        let pid = self.pid();
         let message = match field(fields, "message") {
-            Some(Field { value: Value::Str(m), .. }) => instant_name(m),
+            Some(Field { value: Value::Str(m), .. }) => Some(*m),
             _ => None,
         };
-        let name = match message {
-            Some((name, true)) => (name, "…".as_bytes()),
-            Some((name, false)) => (name, &b""[..]),
-            None => (site.name, &b""[..]),
-        };
-        let pid = self.pid();
+        let name = name_of(&site, message);
         let fixed = site.has_static_text();
         // What follows the name, per target; then the site's level and
         // location, per site: each rendered once, not escaped per event.
-        let after_name = self.heads.get([site.target, ""], 1, fixed, |b, [cat, _]| {
-            b.extend_from_slice(br#","cat":"#);
-            json::string(b, cat);
-            b.extend_from_slice(br#","ph":"i","s":"t""#);
-        });
+        let after_name =
+            self.heads.get([site.target, ""], 1, fixed, |b, [cat, _]| after_instant_name(b, cat));
         let b = self.out.timed_then(name, after_name, (pid, thread), ts);
         let mut args = Args::new(b);
         args.fields(fields, &mut self.keys, fixed);
         // A field of the same name, set by the tool, is not shadowed.
-        let level = field(fields, "level").is_none();
-        let location = site.file.is_some() && field(fields, "location").is_none();
+        let (level, location) = site_shadows(&site, fields);
         if level || location {
             self.line.clear();
             if let Some(line) = site.line {
@@ -287,17 +348,7 @@ impl ChromeSink {
             let form = level_index(site.level) | u8::from(level) << 3 | u8::from(location) << 4;
             let file = site.file.unwrap_or_default();
             let entries = self.site_entries.get([file, line], form, false, |b, [file, line]| {
-                if level {
-                    b.extend_from_slice(br#""level":"#);
-                    json::string(b, site.level.as_str());
-                }
-                if location {
-                    if level {
-                        b.push(b',');
-                    }
-                    b.extend_from_slice(br#""location":"#);
-                    string_then(b, file, line.as_bytes());
-                }
+                level_and_location(b, site.level.as_str(), (file, line.as_bytes()), (level, location));
             });
             args.entries(entries);
         }
@@ -397,7 +448,7 @@ impl Sink for ChromeSink {
             self.spans.write(&mut self.out, pid, event);
             return self.out.write_some(out);
         }
-        self.other_event(event, out)
+        self.instant_or_other_event(event, out)
     }
 
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
@@ -415,7 +466,20 @@ impl Sink for ChromeSink {
 }
 
 impl ChromeSink {
-    /// Every event but a span that ended by itself.
+    /// Every event but a span that ended by itself: an instant written in
+    /// place if it can be, else [`ChromeSink::other_event`].
+    #[inline(never)]
+    fn instant_or_other_event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
+        if let Event::Instant { .. } = event {
+            let pid = self.pid();
+            if self.instants.write(&mut self.out, pid, event) {
+                return self.out.write_some(out);
+            }
+        }
+        self.other_event(event, out)
+    }
+
+    /// Every event but a span that ended by itself, the general way.
     #[inline(never)]
     fn other_event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
         let pid = self.pid();

@@ -29,8 +29,9 @@
 
 use trace_core::{Event, Field, Site, ThreadCpu, Tid, Value};
 
-use crate::json::{self, head, micros, string, Events, NUMBER};
+use crate::json::{self, head, ids_then_ts, micros, string, Events, NUMBER};
 use crate::room::{Room, LIMIT, ROOM};
+use crate::stamp::{TimedStart, START};
 
 /// Slots of the table: more than the (call site, thread) pairs of a run of spans.
 const SLOT_BITS: u32 = 6;
@@ -53,7 +54,7 @@ impl LineId {
 }
 
 /// The address and length of a field's name.
-fn name_at(f: &Field<'_>) -> (usize, usize) {
+pub(crate) fn name_at(f: &Field<'_>) -> (usize, usize) {
     (f.name.as_ptr() as usize, f.name.len())
 }
 
@@ -62,19 +63,11 @@ fn name_at(f: &Field<'_>) -> (usize, usize) {
 struct Line {
     /// All zeros until the slot is first used (no string is at address 0).
     id: LineId,
-    /// Whether the site's text was `'static` when the line was rendered.
-    fixed: bool,
-    /// The site's name and target as they were then.
-    name: String,
-    target: String,
-    /// The event's start up to `"ts":` (`start_len` bytes), then, for a time
-    /// of a second or more, the digits of its whole milliseconds (the whole
-    /// seconds, then three digits), `millis` (0 for none), which begin at
-    /// nanosecond `millis_ns`.
-    start: Vec<u8>,
-    start_len: usize,
-    millis: u64,
-    millis_ns: u64,
+    /// The site's text as it was when the line was rendered.
+    site: KeptSite,
+    /// The event's start up to `"ts":`, with the whole milliseconds of the
+    /// last time written.
+    start: TimedStart,
     /// The keys of the fields they were rendered for (`"a":`, then
     /// `,"b":`, …), and whether those fields' names were `'static`.
     keys: Vec<Key>,
@@ -82,59 +75,76 @@ struct Line {
     /// Whether every key is at most [`KEY`] bytes long, and there are at
     /// most [`MAX_FIELDS`].
     short: bool,
-    /// The start at the beginning of [`START`] bytes, if it fits (`fits`).
-    start_room: [u8; START],
-    fits: bool,
-    /// Whether spans of the line may be written in place: `fits` and `short`.
-    ready: bool,
 }
 
 impl Line {
     /// A slot not used yet.
     const EMPTY: Line = Line {
         id: LineId { name: (0, 0), target: (0, 0), thread: 0, pid: 0 },
-        fixed: false,
-        name: String::new(),
-        target: String::new(),
-        start: Vec::new(),
-        start_len: 0,
-        millis: 0,
-        millis_ns: 0,
+        site: KeptSite::EMPTY,
+        start: TimedStart::EMPTY,
         keys: Vec::new(),
         keys_fixed: false,
         short: false,
-        start_room: [0; START],
-        fits: false,
-        ready: false,
     };
+}
+
+/// A site's name, target and file as a line was rendered for them, and
+/// whether they were `'static`.
+#[derive(Debug)]
+pub(crate) struct KeptSite {
+    fixed: bool,
+    name: String,
+    target: String,
+    file: Option<String>,
+}
+
+impl KeptSite {
+    /// None kept yet.
+    pub(crate) const EMPTY: KeptSite =
+        KeptSite { fixed: false, name: String::new(), target: String::new(), file: None };
+
+    /// Keeps the name, target and file of `site`; `fixed`: its text is `'static`.
+    pub(crate) fn keep(&mut self, site: &Site<'_>, fixed: bool) {
+        self.fixed = fixed;
+        self.name.clear();
+        self.name.push_str(site.name);
+        self.target.clear();
+        self.target.push_str(site.target);
+        self.file = site.file.map(str::to_string);
+    }
+
+    /// Whether the text kept is that of `site`, whose strings are at the
+    /// addresses of those kept (by those alone when both are `'static`).
+    #[inline]
+    pub(crate) fn holds(&self, site: &Site<'_>, fixed: bool) -> bool {
+        (fixed && self.fixed)
+            || (self.name == site.name && self.target == site.target && self.file.as_deref() == site.file)
+    }
 }
 
 /// A field's key, rendered once.
 #[derive(Debug)]
-struct Key {
+pub(crate) struct Key {
     /// The address and length of the name, and the name (compared when
     /// the text is not `'static`).
-    at: (usize, usize),
-    name: String,
+    pub(crate) at: (usize, usize),
+    pub(crate) name: String,
     /// The key (`"a":`, or `,"b":` after the first).
-    bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
     /// What [`Line::write_in_place`] writes before the value, at the start
     /// of [`KEY`] bytes if it fits: the key, after `,"args":{` for the first.
-    lead: [u8; KEY],
-    lead_len: usize,
+    pub(crate) lead: [u8; KEY],
+    pub(crate) lead_len: usize,
 }
 
 /// A key at most this long (with the `,"args":{` before the first) is
 /// written in place as a copy of this length (no call to copy a variable one).
-const KEY: usize = 48;
-/// The start of a line at most this long is written in place, likewise
-/// (one at most [`SHORT_START`] long as a copy of that length).
-const START: usize = 128;
-const SHORT_START: usize = 96;
+pub(crate) const KEY: usize = 48;
 /// Fields of a span written in place; a span with more is written the general way.
 const MAX_FIELDS: usize = 12;
 /// A string value at most this long is written in place (if it needs no escaping).
-const STRING: usize = 64;
+pub(crate) const STRING: usize = 64;
 /// The most [`Line::write_in_place`] writes (a copy of each piece's room):
 /// the start, three times of up to 24 digits and 4 more after their keys,
 /// the fields' keys and values (a string's quotes and, since an integer may
@@ -142,78 +152,26 @@ const STRING: usize = 64;
 const ROOM_FOR: usize = START + 3 * (8 + NUMBER + 4) + MAX_FIELDS * (KEY + STRING + 32) + 2;
 const _: () = assert!(ROOM_FOR < LIMIT);
 
-/// A time of at least this many nanoseconds has its whole milliseconds cached.
-const SECOND: u64 = 1_000_000_000;
-
-/// The part of a time after its whole milliseconds (`rest`, below 10^6
-/// nanoseconds) as [`micros`] writes it after their digits: the last
-/// three digits of microseconds, the point and three of nanoseconds.
-#[inline]
-fn after_millis(rest: u32) -> [u8; 7] {
-    let (us, frac) = (rest / 1000, rest % 1000);
-    let mut digits = [b'.'; 7];
-    digits[0] = b'0' + (us / 100) as u8;
-    digits[1..3].copy_from_slice(&json::PAIRS[(us % 100) as usize]);
-    digits[4] = b'0' + (frac / 100) as u8;
-    digits[5..7].copy_from_slice(&json::PAIRS[(frac % 100) as usize]);
-    digits
-}
-
 impl Line {
     /// Whether the line holds the pieces of `site` on the thread of `id`.
     #[inline]
     fn is_for(&self, id: &LineId, site: &Site<'_>, fixed: bool) -> bool {
-        self.id == *id && ((fixed && self.fixed) || (self.name == site.name && self.target == site.target))
+        self.id == *id && self.site.holds(site, fixed)
     }
 
     /// Renders the start for `site` on the thread of `id`; forgets the keys.
     fn render(&mut self, id: LineId, site: &Site<'_>, fixed: bool) {
         self.id = id;
-        self.fixed = fixed;
-        self.name.clear();
-        self.name.push_str(site.name);
-        self.target.clear();
-        self.target.push_str(site.target);
-        self.start.clear();
-        self.start.extend_from_slice(b",\n{");
-        head(&mut self.start, (site.name, b""), Some(site.target), br#""X""#);
-        self.start.extend_from_slice(br#","pid":"#);
-        json::uint(&mut self.start, id.pid);
-        self.start.extend_from_slice(br#","tid":"#);
-        json::uint(&mut self.start, id.thread);
-        self.start.extend_from_slice(br#","ts":"#);
-        self.start_len = self.start.len();
-        self.millis = 0;
-        self.millis_ns = 0;
+        self.site.keep(site, fixed);
+        let b = self.start.begin();
+        b.extend_from_slice(b",\n{");
+        head(b, (site.name, b""), Some(site.target), br#""X""#);
+        ids_then_ts(b, id.pid, id.thread);
+        self.start.done();
         self.keys.clear();
         self.keys_fixed = fixed;
         self.short = true;
-        self.copy_start();
-    }
-
-    /// Copies the start to where [`Line::write_in_place`] takes it, if it fits.
-    fn copy_start(&mut self) {
-        self.fits = self.start.len() <= START;
-        if self.fits {
-            self.start_room[..self.start.len()].copy_from_slice(&self.start);
-        }
-        self.ready = self.fits && self.short;
-    }
-
-    /// Makes the start end with the digits of the whole milliseconds of a
-    /// time of a second or more, `millis`.
-    #[inline]
-    fn set_millis(&mut self, millis: u64) {
-        if millis != self.millis {
-            self.millis = millis;
-            self.millis_ns = millis * 1_000_000;
-            self.start.truncate(self.start_len);
-            json::uint(&mut self.start, millis / 1000);
-            let ms = (millis % 1000) as usize;
-            self.start.push(b'0' + (ms / 100) as u8);
-            self.start.extend_from_slice(&json::PAIRS[ms % 100]);
-            self.copy_start();
-        }
+        self.start.allow(true);
     }
 
     /// Whether `key` is that of `f`.
@@ -247,29 +205,8 @@ impl Line {
     /// Renders the keys of `fields`; `fixed`: their names are `'static`.
     fn render_keys(&mut self, fields: &[Field<'_>], fixed: bool) {
         self.keys_fixed = fixed;
-        self.keys.clear();
-        self.short = true;
-        for (i, f) in fields.iter().enumerate() {
-            let mut bytes = Vec::with_capacity(f.name.len() + 4);
-            if i > 0 {
-                bytes.push(b',');
-            }
-            string(&mut bytes, f.name);
-            bytes.push(b':');
-            let args: &[u8] = if i == 0 { br#","args":{"# } else { b"" };
-            let lead_len = args.len() + bytes.len();
-            let mut lead = [0; KEY];
-            match lead_len <= KEY {
-                true => {
-                    lead[..args.len()].copy_from_slice(args);
-                    lead[args.len()..lead_len].copy_from_slice(&bytes);
-                }
-                false => self.short = false,
-            }
-            self.keys.push(Key { at: name_at(f), name: f.name.to_string(), bytes, lead, lead_len });
-        }
-        self.short &= fields.len() <= MAX_FIELDS;
-        self.ready = self.fits && self.short;
+        self.short = render_keys(&mut self.keys, fields);
+        self.start.allow(self.short);
     }
 
     /// Writes the event into `room`, from the separator before it to its
@@ -289,21 +226,11 @@ impl Line {
         fixed: bool,
     ) -> Option<usize> {
         let fields = span.fields;
-        if !self.ready || self.keys.len() != fields.len() {
+        if !self.start.ready || self.keys.len() != fields.len() {
             return None;
         }
         let mut w = Room::new(room);
-        match rest {
-            Some(rest) => {
-                self.put_start(&mut w, self.start.len());
-                w.after_millis_then(rest, b",\"dur\":_", 7);
-            }
-            None => {
-                self.put_start(&mut w, self.start_len);
-                w.micros(span.begin_ts);
-                w.put(b",\"dur\":_", 7);
-            }
-        }
+        self.start.put(&mut w, span.begin_ts, rest, b",\"dur\":_", 7);
         w.micros(span.ts.saturating_sub(span.begin_ts));
         if let Some(cpu) = span.cpu {
             w.put(b",\"tts\":_", 7);
@@ -336,22 +263,17 @@ impl Line {
     }
 }
 
-impl Line {
-    /// Writes the first `len` bytes of the start into `w` (at most
-    /// [`START`]), as a copy of one of two lengths.
-    #[inline(always)]
-    fn put_start(&self, w: &mut Room<'_>, len: usize) {
-        match self.start_room.first_chunk::<SHORT_START>() {
-            Some(short) if len <= SHORT_START => w.put(short, len),
-            _ => w.put(&self.start_room, len),
-        }
-    }
-}
-
 /// Writes a field's key and value into `w`; `None` for a value not written in place.
 #[inline(always)]
 fn field_in_place(w: &mut Room<'_>, key: &Key, value: &Value<'_>) -> Option<()> {
     w.put(&key.lead, key.lead_len);
+    value_in_place(w, value)
+}
+
+/// Writes a value into `w`; `None` for one not written in place (a float,
+/// a string too long or needing escapes).
+#[inline(always)]
+pub(crate) fn value_in_place(w: &mut Room<'_>, value: &Value<'_>) -> Option<()> {
     if let Value::U64(v) = *value {
         w.uint(v);
         return Some(());
@@ -364,6 +286,34 @@ fn field_in_place(w: &mut Room<'_>, key: &Key, value: &Value<'_>) -> Option<()> 
         _ => return None,
     }
     Some(())
+}
+
+/// Renders the keys of `fields` into `keys`; returns whether every one
+/// is short enough to be written in place, and there are at most
+/// [`MAX_FIELDS`].
+pub(crate) fn render_keys(keys: &mut Vec<Key>, fields: &[Field<'_>]) -> bool {
+    keys.clear();
+    let mut short = fields.len() <= MAX_FIELDS;
+    for (i, f) in fields.iter().enumerate() {
+        let mut bytes = Vec::with_capacity(f.name.len() + 4);
+        if i > 0 {
+            bytes.push(b',');
+        }
+        string(&mut bytes, f.name);
+        bytes.push(b':');
+        let args: &[u8] = if i == 0 { br#","args":{"# } else { b"" };
+        let lead_len = args.len() + bytes.len();
+        let mut lead = [0; KEY];
+        match lead_len <= KEY {
+            true => {
+                lead[..args.len()].copy_from_slice(args);
+                lead[args.len()..lead_len].copy_from_slice(&bytes);
+            }
+            false => short = false,
+        }
+        keys.push(Key { at: name_at(f), name: f.name.to_string(), bytes, lead, lead_len });
+    }
+    short
 }
 
 /// The cached lines, one per slot: a line whose slot is taken by another is
@@ -426,19 +376,7 @@ impl SpanLines {
         if !line.is_for(&id, site, fixed) {
             line.render(id, site, fixed);
         }
-        let rest = match span.begin_ts >= SECOND {
-            true => {
-                // Within the millisecond the start ends with (none ends
-                // with 0, which is more than a millisecond before a second).
-                let mut rest = span.begin_ts.wrapping_sub(line.millis_ns);
-                if rest >= 1_000_000 {
-                    line.set_millis(span.begin_ts / 1_000_000);
-                    rest = span.begin_ts - line.millis_ns;
-                }
-                Some(rest as u32)
-            }
-            false => None,
-        };
+        let rest = line.start.rest(span.begin_ts);
         if let Some(room) = out.room() {
             if let Some(n) = line.write_in_place(room, &span, rest, fixed) {
                 out.commit(n);
@@ -460,13 +398,7 @@ impl Line {
     fn write(&mut self, out: &mut Events, pid: u64, event: &Event<'_>, rest: Option<u32>, fixed: bool) {
         let Some(span) = Span::of(pid, event) else { return };
         let line = self;
-        // The whole milliseconds of the time, if the start is to end with them.
-        let start_len = if rest.is_some() { line.start.len() } else { line.start_len };
-        let b = out.open_with(&line.start[..start_len]);
-        match rest {
-            Some(rest) => b.extend_from_slice(&after_millis(rest)),
-            None => micros(b, span.begin_ts),
-        }
+        let b = line.start.open(out, span.begin_ts, rest);
         b.extend_from_slice(br#","dur":"#);
         micros(b, span.ts.saturating_sub(span.begin_ts));
         if let Some(cpu) = span.cpu {
@@ -496,6 +428,7 @@ mod tests {
     use trace_core::Level;
 
     use super::*;
+    use crate::stamp::SECOND;
 
     const PID: u64 = 4_194_303;
 
@@ -520,7 +453,7 @@ mod tests {
             let mut line = Line::EMPTY;
             line.render(LineId::of(&site, thread, PID), &site, false);
             let rest = (begin_ts >= SECOND).then(|| {
-                line.set_millis(begin_ts / 1_000_000);
+                line.start.set_millis(begin_ts / 1_000_000);
                 (begin_ts % 1_000_000) as u32
             });
             line.write(out, PID, event, rest, false);
