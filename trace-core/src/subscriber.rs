@@ -404,6 +404,10 @@ impl Subscriber for CaptureSubscriber {
         let core = &*self.core;
         let exited = self.on_slot(id, |slot| {
             let info = slot.stack.try_borrow_mut().ok().and_then(|mut stack| {
+                // Most exits are of the innermost span.
+                if stack.last().is_some_and(|e| e.0 == id) {
+                    return stack.pop().map(|e| e.1);
+                }
                 let at = stack.iter().rposition(|e| e.0 == id)?;
                 Some(stack.remove(at).1)
             });
