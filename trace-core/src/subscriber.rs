@@ -685,6 +685,16 @@ mod tests {
         assert_empty(&d, &shared);
     }
 
+    /// The heap bytes of each batch sent so far.
+    fn sent_sizes(rx: &Receiver<Msg>) -> Vec<usize> {
+        rx.try_iter()
+            .filter_map(|m| match m {
+                Msg::Batch { batch, .. } => Some(batch.bytes()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The heap bytes of the batch thread `index` holds now.
     fn held_bytes(shared: &Shared, index: u64) -> usize {
         let held = shared.threads.with_buf(index, |b| b.steal(&shared.threads.stamps, Batch::default));
@@ -703,13 +713,7 @@ mod tests {
             dispatcher::with_default(&d2, || drop(info_span!("short").entered()));
         });
         first.join().unwrap();
-        let sent: Vec<usize> = rx
-            .try_iter()
-            .filter_map(|m| match m {
-                Msg::Batch { batch, .. } => Some(batch.bytes()),
-                _ => None,
-            })
-            .collect();
+        let sent = sent_sizes(&rx);
         assert_eq!(sent.len(), 1, "the exiting thread hands its batch over once");
         assert!(sent[0] < full / 8, "a first batch of {} bytes, against {full} for a full one", sent[0]);
         assert_eq!(held_bytes(&shared, 0), 0, "an exited thread holds a batch of memory");
@@ -719,13 +723,7 @@ mod tests {
                 drop(info_span!("busy").entered());
             }
         });
-        let after: Vec<usize> = rx
-            .try_iter()
-            .filter_map(|m| match m {
-                Msg::Batch { batch, .. } => Some(batch.bytes()),
-                _ => None,
-            })
-            .collect();
+        let after = sent_sizes(&rx);
         assert!(!after.is_empty(), "a full batch was handed over");
         assert_eq!(held_bytes(&shared, 1), full, "the batch that follows a full one is of full size");
     }
