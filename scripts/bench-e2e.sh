@@ -101,6 +101,33 @@ for ((r = 0; r < rounds; r++)); do
     rm -rf "$traces/runs"
 done
 
+# The page faults of each command (a fresh page costs several microseconds
+# on a virtual machine): the median of 11 runs, read from each run's wait4.
+for ((i = 0; i < ${#cmds[@]}; i++)); do
+    python3 - "$work/faults-$i" ${cmds[$i]} <<'PY'
+import os, statistics, subprocess, sys
+out, cmd = sys.argv[1], sys.argv[2:]
+# The `env` of the command is applied here, so that its own faults are not counted.
+env = dict(os.environ)
+assert cmd[0] == "env"
+cmd = cmd[1:]
+while cmd[0] == "-u" or "=" in cmd[0]:
+    if cmd[0] == "-u":
+        env.pop(cmd[1], None)
+        cmd = cmd[2:]
+    else:
+        k, _, v = cmd[0].partition("=")
+        env[k] = v
+        cmd = cmd[1:]
+faults = []
+for _ in range(11):
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    faults.append(os.wait4(p.pid, 0)[2].ru_minflt)
+open(out, "w").write(str(int(statistics.median(faults))))
+PY
+    rm -rf "$traces/runs"
+done
+
 # One more capture of each filter, for the sizes and counts of its files.
 for level in info debug; do
     mkdir -p "$work/sizes-$level"
@@ -152,15 +179,17 @@ def files(level):
 
 base = statistics.median(times[names[0]])
 print()
-print("| build and capture | runs | median ms | IQR ms | min-max ms | / no instrumentation | per-round medians / no instrumentation | trace files | spans + events |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
+print("| build and capture | runs | median ms | IQR ms | min-max ms | / no instrumentation | per-round medians / no instrumentation | page faults | trace files | spans + events |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
 for i, n in enumerate(names):
     xs = [t * 1e3 for t in times[n]]
     med = statistics.median(xs)
     rr = [a / b for a, b in zip(per_round[n], per_round[names[0]])]
     sizes, count = files("info" if "info" in n else "debug") if i >= 2 else ("-", "-")
+    with open(os.path.join(work, f"faults-{i}")) as f:
+        faults = f.read().strip()
     print(f"| {n} | {len(xs)} | {med:.2f} | {q(xs, .25):.2f}-{q(xs, .75):.2f} | {min(xs):.2f}-{max(xs):.2f} | "
-          f"{med / (base * 1e3):.3f}x | {min(rr):.2f}x-{max(rr):.2f}x | {sizes} | {count} |")
+          f"{med / (base * 1e3):.3f}x | {min(rr):.2f}x-{max(rr):.2f}x | {faults} | {sizes} | {count} |")
 
 off = [t * 1e3 for t in times[names[1]]]
 none = [t * 1e3 for t in times[names[0]]]

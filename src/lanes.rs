@@ -1,7 +1,7 @@
 //! External lanes: a build's actions as Ninja logged them, and test
 //! executables, placed on the capture's clock; and the children's usage.
 
-use std::io::{self, Read};
+use std::io;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::Instant;
@@ -266,28 +266,13 @@ fn run_on_lane(cmd: &mut Command, lane: &str, name: &str) -> io::Result<Output> 
 }
 
 /// `cmd.output()`, waiting with [`wait_and_report`] so that the child's usage
-/// is read. Both pipes are read to their end (stderr on a thread of its own,
-/// so that a child filling one pipe never blocks on the other), and the
-/// child is waited for even when reading fails.
+/// is read. Both pipes are read to their end (`trace_core::os::read_pipes`:
+/// a child filling one pipe never blocks on the other), and the child is
+/// waited for even when reading fails.
 fn output_with_usage(cmd: &mut Command) -> io::Result<(Output, Option<ChildUsage>)> {
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn()?;
-    let stderr_reader = child.stderr.take().map(|mut pipe| {
-        std::thread::Builder::new().name("run_test-stderr".into()).spawn(move || {
-            let mut bytes = Vec::new();
-            pipe.read_to_end(&mut bytes).map(|_| bytes)
-        })
-    });
-    let mut stdout = Vec::new();
-    let read_stdout = child.stdout.take().map_or(Ok(0), |mut pipe| pipe.read_to_end(&mut stdout));
-    let stderr = match stderr_reader {
-        Some(Ok(thread)) => {
-            thread.join().unwrap_or_else(|_| Err(io::Error::other("the stderr reader panicked")))
-        }
-        Some(Err(e)) => Err(e),
-        None => Ok(Vec::new()),
-    };
+    let (stdout, stderr) = trace_core::os::read_pipes(child.stdout.take(), child.stderr.take());
     let (status, usage) = wait_and_report(child)?;
-    read_stdout?;
-    Ok((Output { status, stdout, stderr: stderr? }, usage))
+    Ok((Output { status, stdout: stdout?, stderr: stderr? }, usage))
 }

@@ -181,8 +181,16 @@ impl Handoff {
         self.waited_ns.fetch_add(waited, Ordering::Relaxed);
     }
 
+    /// A batch for a thread whose last one was full: a recycled one, or a
+    /// new one of full size.
     pub(crate) fn fresh_batch(&self) -> Batch {
         self.recycle.try_recv().unwrap_or_else(|_| Batch::with_capacity())
+    }
+
+    /// A batch for a thread that may record little: a recycled one, or a
+    /// small new one ([`Batch::small`]).
+    pub(crate) fn first_batch(&self) -> Batch {
+        self.recycle.try_recv().unwrap_or_else(|_| Batch::small())
     }
 
     /// The writer took a batch of `bytes` itself: it counts against the budget.
@@ -224,12 +232,18 @@ impl Handoff {
         let _ = self.tx.send(Msg::Gap { thread: index, seq, from, until });
     }
 
-    /// Sends `local`'s batch, whose `bytes` are counted against the budget.
+    /// Sends `local`'s batch, whose `bytes` are counted against the budget,
+    /// leaving it a [`Handoff::fresh_batch`].
     fn send_reserved(&self, index: u32, local: &mut Local, bytes: usize) {
+        self.send_reserved_with(index, local, bytes, self.fresh_batch());
+    }
+
+    /// [`Handoff::send_reserved`], leaving `local` the batch `next`.
+    fn send_reserved_with(&self, index: u32, local: &mut Local, bytes: usize, next: Batch) {
         let seq = local.next_seq();
         let until = local.last_ts;
         let n = local.batch.raws.len() as u64;
-        let batch = std::mem::replace(&mut local.batch, self.fresh_batch());
+        let batch = std::mem::replace(&mut local.batch, next);
         if let Err(e) = self.tx.send(Msg::Batch { thread: index, seq, until, batch, bytes }) {
             // The writer is gone: nothing will read these records.
             self.in_flight.fetch_sub(bytes, Ordering::Relaxed);
@@ -478,7 +492,7 @@ impl Threads {
         // Under the lock: a writer that has seen the list knows this thread
         // records nothing stamped before it registered.
         let registered = self.stamps.now();
-        let buf = ThreadBuf::new_shared(list.len() as u32, tid, name, self.handoff.fresh_batch(), registered);
+        let buf = ThreadBuf::new_shared(list.len() as u32, tid, name, self.handoff.first_batch(), registered);
         list.push(buf.clone());
         self.by_index.write().push(buf.clone());
         Some(buf)
@@ -570,7 +584,7 @@ impl Threads {
     /// batch over if it is still full (the writer may have taken it meanwhile).
     #[cold]
     pub(crate) fn hand_over_after_waiting(&self, buf: &ThreadBuf) -> Filled {
-        self.hand_over_waiting(buf, |local| local.batch.is_full());
+        self.hand_over_waiting(buf, |local| local.batch.is_full(), Handoff::fresh_batch);
         Filled::HandedOver
     }
 
@@ -578,7 +592,12 @@ impl Threads {
     /// waiting for the writer to make room while that can help. `due` says,
     /// under the claim, whether the batch is still to go, and prepares it.
     /// Returns at once if another party holds the buffer.
-    pub(crate) fn hand_over_waiting(&self, buf: &ThreadBuf, due: impl Fn(&mut Local) -> bool) {
+    pub(crate) fn hand_over_waiting(
+        &self,
+        buf: &ThreadBuf,
+        due: impl Fn(&mut Local) -> bool,
+        next: impl Fn(&Handoff) -> Batch,
+    ) {
         let handoff = &self.handoff;
         loop {
             let Some(mut local) = buf.try_claim() else { return };
@@ -588,7 +607,7 @@ impl Threads {
             let bytes = local.batch.bytes();
             // Other threads may have taken the room first: reserve it, or wait again.
             if handoff.try_reserve(bytes) {
-                handoff.send_reserved(buf.index, &mut local, bytes);
+                handoff.send_reserved_with(buf.index, &mut local, bytes, next(handoff));
                 return;
             }
             if !handoff.can_wait() {
@@ -602,8 +621,9 @@ impl Threads {
 
     /// Hands the calling thread's partial batch to the writer.
     pub(crate) fn flush_local(&self) {
-        let _ =
-            self.peek_slot(|slot| self.hand_over_waiting(&slot.buf, |local| !local.batch.raws.is_empty()));
+        let _ = self.peek_slot(|slot| {
+            self.hand_over_waiting(&slot.buf, |local| !local.batch.raws.is_empty(), Handoff::fresh_batch)
+        });
     }
 }
 
@@ -656,10 +676,18 @@ impl Drop for Slot {
     fn drop(&mut self) {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let Some(threads) = self.threads.upgrade() else { return };
-            threads.hand_over_waiting(&self.buf, |local| {
-                local.last_ts = u64::MAX;
-                true
-            });
+            // A thread that exits records nothing more, so it is left an
+            // empty batch, which holds no memory, rather than a fresh one
+            // (about five new pages, each a page fault, for every thread of a
+            // short command that was never used).
+            threads.hand_over_waiting(
+                &self.buf,
+                |local| {
+                    local.last_ts = u64::MAX;
+                    true
+                },
+                |_| Batch::default(),
+            );
         }));
     }
 }

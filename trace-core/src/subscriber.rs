@@ -404,6 +404,10 @@ impl Subscriber for CaptureSubscriber {
         let core = &*self.core;
         let exited = self.on_slot(id, |slot| {
             let info = slot.stack.try_borrow_mut().ok().and_then(|mut stack| {
+                // Most exits are of the innermost span.
+                if stack.last().is_some_and(|e| e.0 == id) {
+                    return stack.pop().map(|e| e.1);
+                }
                 let at = stack.iter().rposition(|e| e.0 == id)?;
                 Some(stack.remove(at).1)
             });
@@ -490,7 +494,7 @@ mod tests {
 
     use super::*;
     use crate::buffer::{Handoff, Msg, Threads};
-    use crate::record::{Kind, Stamps};
+    use crate::record::{Batch, Kind, Stamps};
     use crate::ring::RING;
     use crate::writer::{Pending, StartOwned, WriterCell};
 
@@ -679,5 +683,48 @@ mod tests {
         assert_eq!(second, [(2 << SEQ_BITS) | 1, (2 << SEQ_BITS) | 2]);
         assert_eq!(third, [(1 << SEQ_BITS) | 4]);
         assert_empty(&d, &shared);
+    }
+
+    /// The heap bytes of each batch sent so far.
+    fn sent_sizes(rx: &Receiver<Msg>) -> Vec<usize> {
+        rx.try_iter()
+            .filter_map(|m| match m {
+                Msg::Batch { batch, .. } => Some(batch.bytes()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The heap bytes of the batch thread `index` holds now.
+    fn held_bytes(shared: &Shared, index: u64) -> usize {
+        let held = shared.threads.with_buf(index, |b| b.steal(&shared.threads.stamps, Batch::default));
+        // What the steal took out is sent back as it was: only its size matters.
+        held.flatten().and_then(|t| t.batch).map_or(0, |b| b.bytes())
+    }
+
+    #[test]
+    fn a_thread_starts_with_a_small_batch_and_an_exiting_one_keeps_none() {
+        let (d, shared, rx) = rig();
+        let full = Batch::with_capacity().bytes();
+        // A thread that records two records and exits: its first batch is
+        // small, and the one it is left at its exit holds no memory.
+        let d2 = d.clone();
+        let first = std::thread::spawn(move || {
+            dispatcher::with_default(&d2, || drop(info_span!("short").entered()));
+        });
+        first.join().unwrap();
+        let sent = sent_sizes(&rx);
+        assert_eq!(sent.len(), 1, "the exiting thread hands its batch over once");
+        assert!(sent[0] < full / 8, "a first batch of {} bytes, against {full} for a full one", sent[0]);
+        assert_eq!(held_bytes(&shared, 0), 0, "an exited thread holds a batch of memory");
+        // A thread that fills batches gets full ones after its first.
+        dispatcher::with_default(&d, || {
+            for _ in 0..crate::record::BATCH_RECORDS {
+                drop(info_span!("busy").entered());
+            }
+        });
+        let after = sent_sizes(&rx);
+        assert!(!after.is_empty(), "a full batch was handed over");
+        assert_eq!(held_bytes(&shared, 1), full, "the batch that follows a full one is of full size");
     }
 }

@@ -427,7 +427,7 @@ impl Writer {
             let buf = self.threads.list.lock().get(index as usize).cloned();
             let Some(buf) = buf else { continue };
             let handoff = &self.threads.handoff;
-            if let Some(taken) = buf.steal(&self.threads.stamps, || handoff.fresh_batch()) {
+            if let Some(taken) = buf.steal(&self.threads.stamps, || handoff.first_batch()) {
                 self.taken(index, taken);
             }
         }

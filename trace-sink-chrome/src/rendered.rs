@@ -26,7 +26,10 @@ struct Piece {
 /// taken by another is rendered again when it next comes.
 #[derive(Debug, Default)]
 pub(crate) struct Rendered {
-    slots: Vec<Piece>,
+    /// Made with the first lookup; each piece when its slot is first used
+    /// (a table of the pieces themselves, 6 KiB, cost a short capture two
+    /// fresh pages a table, each a page fault of 3 µs here).
+    slots: Vec<Option<Box<Piece>>>,
 }
 
 /// Slots of a table: more than the call sites a run of spans comes from.
@@ -45,14 +48,14 @@ impl Rendered {
         render: impl FnOnce(&mut Vec<u8>, [&str; 2]),
     ) -> &[u8] {
         if self.slots.is_empty() {
-            self.slots.resize_with(1 << SLOT_BITS, Piece::default);
+            self.slots.resize_with(1 << SLOT_BITS, || None);
         }
         let key = ([strings[0].as_ptr() as usize, strings[1].as_ptr() as usize], form);
         // Multiplied so that strings a few bytes apart (the field names of one
         // call site sit next to each other) land in different slots.
         let mixed = (key.0[0] ^ key.0[1].rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15_u64 as usize);
         // Below 2^SLOT_BITS, the table's length.
-        let piece = &mut self.slots[mixed >> (usize::BITS - SLOT_BITS)];
+        let piece = self.slots[mixed >> (usize::BITS - SLOT_BITS)].get_or_insert_with(Box::default);
         let same = piece.key == key
             && if fixed && piece.fixed {
                 piece.strings[0].len() == strings[0].len() && piece.strings[1].len() == strings[1].len()

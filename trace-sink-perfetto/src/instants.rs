@@ -118,8 +118,10 @@ fn has_line_break(bytes: &[u8]) -> bool {
 #[derive(Debug, Default)]
 pub(crate) struct Instants {
     /// None until the first site is cached: a sequence with no instants
-    /// keeps none.
-    slots: Vec<SiteInstant>,
+    /// keeps none. Each slot's site is made when the slot is first used: a
+    /// table of the sites themselves cost the first instant of a sequence
+    /// four fresh pages, each a page fault (3 µs here).
+    slots: Vec<Option<Box<SiteInstant>>>,
 }
 
 impl Instants {
@@ -138,12 +140,8 @@ impl Instants {
             return None;
         }
         let slot = Self::slot(site, fields);
-        let first = self.slots.get(slot)?;
-        if first.holds(site, fields) {
-            return Some(first);
-        }
-        let second = self.slots.get((slot + 1) % SLOTS)?;
-        second.holds(site, fields).then_some(second)
+        let held = |at: usize| self.slots.get(at)?.as_deref().filter(|s| s.holds(site, fields));
+        held(slot).or_else(|| held((slot + 1) % SLOTS))
     }
 
     /// Caches the instants of `site` with `fields` on the sequence of
@@ -163,11 +161,12 @@ impl Instants {
             return;
         }
         if self.slots.is_empty() {
-            self.slots.resize_with(SLOTS, SiteInstant::default);
+            self.slots.resize_with(SLOTS, || None);
         }
         let slot = Self::slot(site, fields);
         let next = (slot + 1) % SLOTS;
-        let free = |s: &SiteInstant| !s.filled || s.holds(site, fields);
+        let free =
+            |s: &Option<Box<SiteInstant>>| s.as_ref().is_none_or(|s| !s.filled || s.holds(site, fields));
         let at = match (self.slots.get(slot), self.slots.get(next)) {
             (Some(first), _) if free(first) => slot,
             (_, Some(second)) if free(second) => next,
@@ -182,6 +181,7 @@ impl Instants {
         let Some(cached) = self.slots.get_mut(at) else {
             return;
         };
+        let cached = cached.get_or_insert_with(Box::default);
         cached.name = key(site.name);
         cached.target = key(site.target);
         cached.file = site.file.map(key);

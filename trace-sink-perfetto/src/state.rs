@@ -25,6 +25,9 @@ const UNCLOSED: [Field<'static>; 1] = [Field { name: "unclosed", value: Value::B
 /// The category of the sink's own events.
 const OWN_CATEGORY: &str = "cabin_trace";
 
+/// Threads whose sequences the state has room for before its list grows.
+const THREADS_AT_ONCE: usize = 8;
+
 /// The counter track of the process's resident memory (bytes).
 pub const MEMORY_COUNTER: &str = "process resident memory";
 /// The counter track of the process's CPU usage (percent of one core).
@@ -135,7 +138,10 @@ impl State {
             base_ns,
             process_track,
             process,
-            threads: Vec::new(),
+            // Room for a few threads' sequences (5 KiB each, mostly their
+            // interners' tables) made at once: growing one push at a time
+            // copied them, touching about nine new pages for four threads.
+            threads: Vec::with_capacity(THREADS_AT_ONCE),
             thread_index: HashMap::default(),
             last_thread: None,
             thread_tracks: HashMap::default(),
