@@ -42,6 +42,18 @@
 //! most what one window overcounted, and after the next anchor the readings
 //! stay put until the thread's CPU time catches up.
 //!
+//! An anchor pairs the system call's figure with the monotonic time read
+//! right after it. CPU time the kernel charges the thread in between (an
+//! interrupt, on a kernel without IRQ time accounting; a hypervisor's stall,
+//! on a guest without steal accounting) leaves the window's readings behind
+//! the system call's, and the next anchor adds it, however long, to whatever
+//! span is open then: here 1-5 µs at most anchors, up to 38 µs under load. So
+//! the monotonic clock is read before the call too, and a call that took
+//! [`ANCHOR_NS`] or more by it is not extrapolated from: a reading is behind
+//! the system call's by less than that. (The time before the call as the
+//! base would never be behind, but ahead by the call's entry at every anchor,
+//! 1.5 µs a switch in a debug build, which adds up over many switches.)
+//!
 //! A thread opens its event only after [`WARM_READS`] system-call readings,
 //! so that a short command, or a thread that reads a few times, pays neither
 //! the opening (30-60 µs) nor the event's cost at its switches.
@@ -66,6 +78,10 @@ use std::sync::Once;
 
 /// The longest an anchor is extrapolated from, in nanoseconds of wall time.
 const WINDOW_NS: u64 = 1_000_000;
+
+/// The longest an anchor's system call may take, by the monotonic clock
+/// around it, for the anchor to be extrapolated from: 0.7-1 µs as a rule.
+const ANCHOR_NS: u64 = 20_000;
 
 /// A thread keeps its event while it reads at least this many times per
 /// switch on average, judged every [`JUDGED_SWITCHES`] switches: a switch
@@ -179,7 +195,20 @@ fn page_bytes() -> usize {
 }
 
 fn syscall_ns() -> Option<u64> {
+    #[cfg(test)]
+    if let Some(reading) = tests::simulated_cpu() {
+        return reading;
+    }
     super::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+#[inline]
+fn monotonic_ns() -> u64 {
+    #[cfg(test)]
+    if let Some(ns) = tests::simulated_monotonic() {
+        return ns;
+    }
+    super::monotonic_ns()
 }
 
 /// The calling thread's CPU time in nanoseconds (see the module docs).
@@ -200,7 +229,7 @@ impl State {
         if self.page == 0 {
             return self.read_without_page();
         }
-        let now = super::monotonic_ns();
+        let now = monotonic_ns();
         compiler_fence(Ordering::SeqCst);
         // Read after the clock: a switch before the clock's read bumped it.
         let seq = self.lock();
@@ -236,7 +265,7 @@ impl State {
         } else if !self.tried && PROCESS.load(Ordering::Relaxed) != FAILED && !stopped() {
             self.tried = true;
             if self.open() {
-                return self.reanchor(self.lock(), super::monotonic_ns());
+                return self.reanchor(self.lock(), monotonic_ns());
             }
         }
         let reading = syscall_ns()?;
@@ -259,8 +288,11 @@ impl State {
         let switched = !self.anchored || seq != self.seq;
         let before = self.lock();
         compiler_fence(Ordering::SeqCst);
+        // Around the call: CPU time charged to the thread after its reading
+        // leaves the anchor's readings behind by as much (see the module docs).
+        let called = monotonic_ns();
         let cpu = syscall_ns();
-        let mono = super::monotonic_ns();
+        let mono = monotonic_ns();
         compiler_fence(Ordering::SeqCst);
         let after = self.lock();
         let Some(cpu) = cpu else {
@@ -280,7 +312,9 @@ impl State {
             }
         }
         // An odd count is a rewrite under way; a changed one, a switch during the call.
-        self.anchored = before == after && before.is_multiple_of(2);
+        // ... and a slow call, CPU time charged after its reading.
+        self.anchored =
+            before == after && before.is_multiple_of(2) && mono.saturating_sub(called) < ANCHOR_NS;
         (self.seq, self.cpu, self.mono) = (before, cpu, mono);
         if switched {
             self.switches += 1;
@@ -390,7 +424,110 @@ const _: () = assert!(std::mem::size_of::<Attr>() == 64);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
     use std::time::{Duration, Instant};
+
+    /// A thread that runs all the time, its wall and CPU clocks in step,
+    /// which the clocks of this module read instead of the kernel's on the
+    /// thread that sets it.
+    #[derive(Clone, Copy)]
+    struct Simulated {
+        wall: u64,
+        cpu: u64,
+        /// Charged to the thread, wall and CPU time, right after the next
+        /// system call's reading: an interrupt, or a hypervisor's stall that
+        /// the guest does not account as steal.
+        stall: u64,
+    }
+
+    /// What a clock read costs the simulated thread.
+    const READ_NS: u64 = 100;
+
+    thread_local!(static SIMULATED: Cell<Option<Simulated>> = const { Cell::new(None) });
+
+    fn simulate(f: impl FnOnce(&mut Simulated)) -> Option<Simulated> {
+        SIMULATED.with(|c| {
+            let mut sim = c.get()?;
+            f(&mut sim);
+            c.set(Some(sim));
+            Some(sim)
+        })
+    }
+
+    /// The thread runs for `ns`.
+    fn run(ns: u64) -> Simulated {
+        simulate(|s| (s.wall, s.cpu) = (s.wall + ns, s.cpu + ns)).expect("a simulated thread")
+    }
+
+    pub(super) fn simulated_monotonic() -> Option<u64> {
+        simulate(|s| (s.wall, s.cpu) = (s.wall + READ_NS, s.cpu + READ_NS)).map(|s| s.wall)
+    }
+
+    pub(super) fn simulated_cpu() -> Option<Option<u64>> {
+        let mut reading = 0;
+        simulate(|s| {
+            (s.wall, s.cpu) = (s.wall + READ_NS, s.cpu + READ_NS);
+            reading = s.cpu;
+            (s.wall, s.cpu, s.stall) = (s.wall + s.stall, s.cpu + s.stall, 0);
+        })?;
+        Some(Some(reading))
+    }
+
+    #[test]
+    fn cpu_time_charged_to_the_thread_right_after_an_anchors_system_call_is_not_put_into_a_later_span() {
+        std::thread::spawn(|| {
+            // A page whose `lock` never moves: the thread is never switched
+            // out. Mapped, as the event's is, for a state that gives it back.
+            // SAFETY: a fresh private anonymous mapping, zeroed by the kernel.
+            let page = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    page_bytes(),
+                    libc::PROT_READ,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(page, libc::MAP_FAILED, "mmap");
+            let mut state = STATE.with(|s| State {
+                page: page as usize,
+                forks: FORKS.load(Ordering::Relaxed),
+                ..*s.borrow()
+            });
+            SIMULATED.with(|c| c.set(Some(Simulated { wall: 1 << 40, cpu: 1 << 20, stall: 0 })));
+            let mut read = || {
+                let kernel = run(0).cpu;
+                let reading = state.read().unwrap();
+                assert!(
+                    reading + ANCHOR_NS > kernel,
+                    "{reading} read, {kernel} ns of CPU before the reading: a stalled anchor extrapolated"
+                );
+                (reading, kernel)
+            };
+            read();
+            run(2 * WINDOW_NS);
+            // The next anchor's system call: 2.5 ms charged to the thread right after it.
+            simulate(|s| s.stall = 2_500_000);
+            read();
+            run(100_000);
+            // A span of 1 ms of CPU, past the end of the window.
+            let (begin, kernel_begin) = read();
+            for _ in 0..10 {
+                run(100_000);
+                read();
+            }
+            let (end, kernel_end) = read();
+            let (span, kernel) = (end - begin, kernel_end - kernel_begin);
+            assert!(
+                span <= kernel + WINDOW_NS,
+                "{span} ns read over a span, {kernel} ns by the system call: more than a window ahead"
+            );
+            state.give_back();
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn a_few_windows_stolen_by_a_hypervisor_do_not_stop_the_extrapolation_and_a_kernel_that_misses_switches_does(
@@ -426,6 +563,50 @@ mod tests {
         for _ in 0..WARM_READS {
             std::hint::black_box(read());
         }
+    }
+
+    #[test]
+    fn readings_stay_within_an_anchors_call_behind_the_system_calls_and_a_window_ahead_beside_a_competing_thread(
+    ) {
+        // Both on one processor, so that they take each other's turns and
+        // leave the others to the other tests.
+        let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hog = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                set_cpu(last);
+                while !stop.load(Ordering::Relaxed) {
+                    spin(Duration::from_millis(1));
+                }
+            })
+        };
+        let (behind, ahead, opened) = std::thread::spawn(move || {
+            set_cpu(last);
+            warm();
+            read();
+            let opened = has_page();
+            let (mut behind, mut ahead) = (0i64, 0i64);
+            let until = Instant::now() + Duration::from_millis(300);
+            while Instant::now() < until {
+                for _ in 0..20 {
+                    std::hint::black_box(read());
+                }
+                // The system call's reading before ours and after it.
+                let (kernel, reading, kernel_after) =
+                    (syscall_ns().unwrap(), read().unwrap(), syscall_ns().unwrap());
+                behind = behind.max(kernel as i64 - reading as i64);
+                ahead = ahead.max(reading as i64 - kernel_after as i64);
+            }
+            (behind, ahead, opened)
+        })
+        .join()
+        .unwrap();
+        stop.store(true, Ordering::Relaxed);
+        hog.join().unwrap();
+        note_fallback(opened);
+        assert!(behind < ANCHOR_NS as i64, "a reading {behind} ns behind the system call's before it");
+        assert!(ahead < WINDOW_NS as i64, "a reading {ahead} ns ahead of the system call's after it");
     }
 
     #[test]
