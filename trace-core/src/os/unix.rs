@@ -40,6 +40,86 @@ pub(super) fn monotonic_ns() -> u64 {
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod thread_cpu;
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod claims {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Once;
+
+    /// `membarrier(2)` commands (linux/membarrier.h).
+    const PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
+    const REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+
+    static FAST: AtomicBool = AtomicBool::new(false);
+
+    #[inline(always)]
+    pub(in crate::os) fn fast_claims() -> bool {
+        FAST.load(Ordering::Relaxed)
+    }
+
+    pub(in crate::os) fn prepare_fast_claims() {
+        static ONCE: Once = Once::new();
+        ONCE.call_once(|| {
+            use std::os::unix::fs::MetadataExt;
+            // A task directory links to itself, its parent and each thread.
+            let alone = std::fs::metadata("/proc/self/task").is_ok_and(|m| m.nlink() == 3);
+            if !alone {
+                return;
+            }
+            // SAFETY: membarrier takes a command, flags and a processor id, no pointers.
+            let registered =
+                unsafe { libc::syscall(libc::SYS_membarrier, REGISTER_PRIVATE_EXPEDITED, 0, 0) } == 0;
+            if registered {
+                // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+                unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+                // No other thread exists yet to see the change half made.
+                FAST.store(true, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// A forked child's registration is not its parent's: back to swaps,
+    /// while it has one thread.
+    extern "C" fn forked() {
+        FAST.store(false, Ordering::Relaxed);
+    }
+
+    pub(in crate::os) fn barrier_on_all_threads() -> bool {
+        // SAFETY: as above.
+        unsafe { libc::syscall(libc::SYS_membarrier, PRIVATE_EXPEDITED, 0, 0) == 0 }
+    }
+
+    /// Registers and turns fast claims on whatever the threads (a test's
+    /// process of its own, before any capture); false if refused.
+    #[cfg(test)]
+    pub(in crate::os) fn force_fast_claims() -> bool {
+        // SAFETY: as in `prepare_fast_claims`.
+        let registered =
+            unsafe { libc::syscall(libc::SYS_membarrier, REGISTER_PRIVATE_EXPEDITED, 0, 0) } == 0;
+        FAST.store(registered, Ordering::Relaxed);
+        registered
+    }
+}
+
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
+pub(super) use claims::force_fast_claims;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(super) use claims::{barrier_on_all_threads, fast_claims, prepare_fast_claims};
+
+/// Claims stay atomic swaps here (see `os::fast_claims`).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[inline(always)]
+pub(super) fn fast_claims() -> bool {
+    false
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(super) fn prepare_fast_claims() {}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(super) fn barrier_on_all_threads() -> bool {
+    false
+}
+
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[inline]
 pub(super) fn thread_cpu_ns() -> Option<u64> {
