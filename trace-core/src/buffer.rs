@@ -406,7 +406,9 @@ impl ThreadBuf {
     /// writer's steal, the finish), waiting for the thread to be done with
     /// its record.
     fn claim_to_take(&self) -> Claim<'_> {
-        if !crate::os::fast_claims() {
+        // With swaps, or on the buffer's own thread (a short command's
+        // finish, which takes its own buffer last), the claim is its own.
+        if !crate::os::fast_claims() || self.tid == crate::os::current_tid() {
             return self.claim();
         }
         let mut spins = 0u32;
@@ -793,7 +795,9 @@ mod fast_claims_tests {
             return;
         }
         let stamps = Arc::new(Stamps::start());
-        let buf = ThreadBuf::new_shared(0, crate::os::current_tid(), "owner".into(), Batch::small(), 0);
+        // The owner's thread id, as its registration would give it: not this
+        // thread's, which takes as the writer does.
+        let buf = ThreadBuf::new_shared(0, u64::MAX, "owner".into(), Batch::small(), 0);
         let done = Arc::new(AtomicBool::new(false));
         let owner = {
             let (buf, done) = (buf.clone(), done.clone());
