@@ -834,18 +834,7 @@ mod fast_claims_tests {
 
     #[test]
     fn a_thread_claiming_with_stores_while_another_takes_its_batches_loses_and_repeats_no_record() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "buffer::fast_claims_tests::fast_claims_child", "--nocapture"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains(&format!("{CHILD}: checked")),
-            "{}\n{stdout}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = crate::test_child::run_alone("buffer::fast_claims_tests::fast_claims_child", CHILD);
         println!("{}", stdout.lines().find(|l| l.contains("checked")).unwrap_or_default());
     }
 }

@@ -136,6 +136,8 @@ mod session;
 mod sink;
 mod sites;
 mod subscriber;
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
+mod test_child;
 mod writer;
 
 pub use capture::ROOT_TARGET;

@@ -859,17 +859,6 @@ mod tests {
 
     #[test]
     fn where_perf_events_are_refused_every_thread_reads_the_system_call() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "os::unix::thread_cpu::tests::refused_perf_events", "--nocapture"])
-            .env(REFUSED, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains(&format!("{REFUSED}: checked")),
-            "{}\n{stdout}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::test_child::run_alone("os::unix::thread_cpu::tests::refused_perf_events", REFUSED);
     }
 }
