@@ -9,11 +9,13 @@
 #
 # hyperfine times all runs of one command before the next, so load that drifts
 # during a run would land on one command only. Instead the script runs ROUNDS
-# (default 12) short hyperfine sessions of RUNS (default 5) runs per command,
+# (default 36) short hyperfine sessions of RUNS (default 5) runs per command,
 # each after WARMUP (default 3) warm-up runs, rotating the order of the
 # commands from one round to the next, and pools the runs: ROUNDS x RUNS runs
-# per command (60 by default). hyperfine starts the commands without a shell
-# (-N); each goes through `env`, the same for all four.
+# per command (180 by default; with 12 rounds, on the shared two-core machine
+# of docs/performance.md, two runs minutes apart gave ratios 7% apart).
+# hyperfine starts the commands without a shell (-N); each goes through
+# `env`, the same for all four.
 #
 # The demo runs with `--no-table` (a tool does not read its own summary back),
 # and the captured runs write their traces into a directory in memory
@@ -31,7 +33,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-rounds=${1:-12}
+rounds=${1:-36}
 runs=${2:-5}
 warmup=${WARMUP:-3}
 demo_args=${DEMO_ARGS:---spans 2000 --threads 2 --no-table}
