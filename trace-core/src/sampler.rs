@@ -254,6 +254,7 @@ mod tests {
     }
 
     /// Samples in `rx` so far: the first, the thread's, and (after the stop) the last.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     fn samples(rx: &crossbeam_channel::Receiver<crate::buffer::Msg>) -> usize {
         rx.try_iter().filter(|m| matches!(m, crate::buffer::Msg::Sample(_))).count()
     }
