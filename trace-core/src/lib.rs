@@ -13,9 +13,10 @@
 //!   comparison. The process's resident memory and CPU
 //!   ([`os::ProcessSampler`]) are read for counters when a capture starts and
 //!   finishes, and every `<P>_TRACE_SAMPLE` in between by one sampler thread
-//!   the process's captures share (started by the first, parked while none
-//!   runs); if the system refuses the thread, the capture goes on with its
-//!   first sample only and its [`Report`] says so.
+//!   the process's captures share (started by the first, ended when the
+//!   last one running stops, so that it is gone before the process exits);
+//!   if the system refuses the thread, the capture goes on with its first
+//!   sample only and its [`Report`] says so.
 //! - [`Session`] is one capture: it creates the `.partial` files and builds a
 //!   dispatcher that the command runs under with
 //!   `tracing::dispatcher::with_default` (never a global default), so repeated
