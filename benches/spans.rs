@@ -17,7 +17,9 @@
 //! with the same two fields (`info!(a = i, b = 7, "bench event")`) instead
 //! of spans, and the figures are per event. With `SPANS_FMT` set, the capture runs with a tool's
 //! log layer (`fmt` at WARN on a registry, cabin's set-up), as
-//! `Capture::with_layer` runs it. Files go to `/dev/shm` where it
+//! `Capture::with_layer` runs it. With `SPANS_IDLE=N`, N more threads each
+//! record one span before the loop and then wait, idle, until it ends, as a
+//! tool's pool of workers does between jobs. Files go to `/dev/shm` where it
 //! exists. To compare builds, copy each build's binary
 //! (`target/release/deps/spans-*`) aside and run the copies alternately: the
 //! machine's noise is larger than most single changes.
@@ -71,6 +73,26 @@ fn main() {
         Session::start(&config, "spans", sinks)
     }
     .expect("the capture starts");
+    let idle: usize = std::env::var("SPANS_IDLE").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let done_rx = std::sync::Arc::new(std::sync::Mutex::new(done_rx));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let workers: Vec<_> = (0..idle)
+        .map(|w| {
+            let (dispatch, ready, done) = (session.dispatch().clone(), ready_tx.clone(), done_rx.clone());
+            std::thread::spawn(move || {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    drop(tracing::info_span!("worker_job", w).entered());
+                });
+                let _ = ready.send(());
+                // Every worker waits on the one lock or in `recv`: idle.
+                let _ = done.lock().map(|rx| rx.recv());
+            })
+        })
+        .collect();
+    for _ in 0..idle {
+        ready_rx.recv().expect("a worker is ready");
+    }
     let thread0 = support::own_thread_cpu();
     session.in_scope(|| {
         for i in 0..spans {
@@ -87,6 +109,10 @@ fn main() {
         }
     });
     let calling = (support::own_thread_cpu() - thread0).as_nanos();
+    drop(done_tx);
+    for w in workers {
+        w.join().expect("an idle worker");
+    }
     let report = session.finish();
     let total = support::process_cpu_ns() - cpu0;
     assert!(report.files.iter().all(|f| f.complete), "{:?}", report.warnings());

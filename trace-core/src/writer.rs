@@ -8,9 +8,10 @@
 //! for as long as it likes. The writer keeps, for each thread, the batches it
 //! has and the stamp up to which it has all of that thread's records (the
 //! batch's `until`). A record is applied only once every thread is known up to
-//! its stamp; when a thread holds the merge back, the writer takes that
-//! thread's partial batch itself ([`ThreadBuf::steal`]), which also tells it
-//! that the thread stamped nothing else before that moment. So a span created
+//! its stamp; when threads hold the merge back, the writer takes their
+//! partial batches itself, all of them at once ([`buffer::steal_all`]),
+//! which also tells it that those threads stamped nothing else before that
+//! moment. So a span created
 //! on one thread, entered on a second and recorded on a third is seen in that
 //! order, and its fields reach every file.
 //!
@@ -42,7 +43,7 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 use tracing_core::Metadata;
 
-use crate::buffer::{Msg, Taken, Threads};
+use crate::buffer::{self, Msg, Taken, ThreadBuf, Threads};
 use crate::clock::{Anchors, Near};
 use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site, Start, ThreadCpu, Tid};
 use crate::record::{raw_value, Batch, Kind, OwnedLane, Raw};
@@ -400,7 +401,8 @@ impl Writer {
     }
 
     /// Applies every record that can be put in order now; if a thread holds
-    /// the merge back, takes its partial batch and tries again.
+    /// the merge back, takes its partial batch and tries again: every thread
+    /// that holds it back at once, with one barrier for them all.
     fn advance(&mut self) {
         self.drain(self.watermark());
         // While batches wait in the channel, they may be what holds the merge
@@ -410,25 +412,24 @@ impl Writer {
         }
         let Some(head) = self.least_head() else { return };
         // The threads that hold the merge back and have nothing in flight.
-        let behind: Vec<u32> = {
+        let behind: Vec<Arc<ThreadBuf>> = {
             let list = self.threads.list.lock();
             list.iter()
                 .filter(|b| match self.lanes.get(b.index as usize).and_then(Option::as_ref) {
                     Some(lane) => lane.known_until < head && lane.waiting.is_empty(),
                     None => b.registered < head,
                 })
-                .map(|b| b.index)
+                .cloned()
                 .collect()
         };
         if behind.is_empty() {
             return;
         }
-        for index in behind {
-            let buf = self.threads.list.lock().get(index as usize).cloned();
-            let Some(buf) = buf else { continue };
-            let handoff = &self.threads.handoff;
-            if let Some(taken) = buf.steal(&self.threads.stamps, || handoff.first_batch()) {
-                self.taken(index, taken);
+        let handoff = &self.threads.handoff;
+        let taken = buffer::steal_all(&behind, &self.threads.stamps, || handoff.first_batch());
+        for (buf, taken) in behind.iter().zip(taken) {
+            if let Some(taken) = taken {
+                self.taken(buf.index, taken);
             }
         }
         // Everything taken was stamped before this reading.
@@ -907,7 +908,7 @@ impl Writer {
         let remainders: Vec<(u32, Taken)> = {
             let list = self.threads.list.lock();
             self.threads.handoff.closed.store(true, Ordering::Release);
-            list.iter().map(|b| (b.index, b.close())).collect()
+            buffer::close_all(&list).into_iter().zip(list.iter()).map(|(t, b)| (b.index, t)).collect()
         };
         if let Some(anchors) = self.anchors.as_mut() {
             anchors.push_now();
