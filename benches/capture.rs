@@ -51,6 +51,10 @@ enum Subject {
     /// The variable is unset: capture is off.
     Off,
     Ours,
+    /// Ours with `<P>_TRACE_CPU=off`: the sampler thread, no thread CPU clock.
+    OursCpuOff,
+    /// Ours with `<P>_TRACE_SAMPLE=off`: the thread CPU clock, no sampler thread.
+    OursSampleOff,
     /// Ours with `<P>_TRACE_CPU=off` and `<P>_TRACE_SAMPLE=off`.
     OursNoCounters,
     TracingChrome,
@@ -59,9 +63,11 @@ enum Subject {
     FilesAlone,
 }
 
-const SUBJECTS: [Subject; 6] = [
+const SUBJECTS: [Subject; 8] = [
     Subject::Off,
     Subject::Ours,
+    Subject::OursCpuOff,
+    Subject::OursSampleOff,
     Subject::OursNoCounters,
     Subject::FilesAlone,
     Subject::TracingChrome,
@@ -76,6 +82,8 @@ impl Subject {
         match self {
             Subject::Off => "capture_off",
             Subject::Ours => "ours",
+            Subject::OursCpuOff => "ours_cpu_off",
+            Subject::OursSampleOff => "ours_sample_off",
             Subject::OursNoCounters => "ours_cpu_off_sample_off",
             Subject::TracingChrome => "tracing_chrome",
             Subject::PerfettoFile => "perfetto_file",
@@ -87,6 +95,8 @@ impl Subject {
         match self {
             Subject::Off => "ours, capture off (variable unset)",
             Subject::Ours => "ours: Chrome + Perfetto + summary, renamed",
+            Subject::OursCpuOff => "ours, the same with CPU off (the sampler thread only)",
+            Subject::OursSampleOff => "ours, the same with sample off (the thread CPU clock only)",
             Subject::OursNoCounters => "ours, the same with CPU off and sample off",
             Subject::TracingChrome => "tracing-chrome 0.7.2: file, layer, guard",
             Subject::PerfettoFile => "tracing-perfetto-file 0.1.1: file, layer, guard",
@@ -97,15 +107,21 @@ impl Subject {
     /// One whole capture of `command`; returns the files it wrote.
     fn once(self, dir: &Path, seq: u64) -> Vec<std::path::PathBuf> {
         match self {
-            Subject::Off | Subject::Ours | Subject::OursNoCounters => {
+            Subject::Off
+            | Subject::Ours
+            | Subject::OursCpuOff
+            | Subject::OursSampleOff
+            | Subject::OursNoCounters => {
                 let on = self != Subject::Off;
                 let mut config = Config::from_lookup("BENCH", cabin_trace::FORMATS, |name| {
                     (on && name == "BENCH_TRACE_DIR").then(|| dir.into())
                 })
                 .expect("the benchmark's configuration is valid");
-                if self == Subject::OursNoCounters {
-                    config = config
-                        .map(|c| c.with_cpu(tracing::level_filters::LevelFilter::OFF).with_sample(None));
+                if matches!(self, Subject::OursCpuOff | Subject::OursNoCounters) {
+                    config = config.map(|c| c.with_cpu(tracing::level_filters::LevelFilter::OFF));
+                }
+                if matches!(self, Subject::OursSampleOff | Subject::OursNoCounters) {
+                    config = config.map(|c| c.with_sample(None));
                 }
                 let (sum, report) =
                     Capture::from_config(config).run_with_report("bench", command).expect("capture");
@@ -163,7 +179,10 @@ impl Subject {
 fn check(subject: Subject, dir: &Path) {
     let files = subject.once(dir, u64::MAX);
     let spans = PHASES + 1;
-    let ours = matches!(subject, Subject::Ours | Subject::OursNoCounters);
+    let ours = matches!(
+        subject,
+        Subject::Ours | Subject::OursCpuOff | Subject::OursSampleOff | Subject::OursNoCounters
+    );
     if ours {
         // The "files alone" row writes about as much as a capture does.
         let sizes: Vec<u64> = files.iter().map(|f| std::fs::metadata(f).map_or(0, |m| m.len())).collect();
@@ -193,7 +212,11 @@ fn check(subject: Subject, dir: &Path) {
     }
     let expected = match subject {
         Subject::Off => 0,
-        Subject::Ours | Subject::OursNoCounters | Subject::FilesAlone => 3,
+        Subject::Ours
+        | Subject::OursCpuOff
+        | Subject::OursSampleOff
+        | Subject::OursNoCounters
+        | Subject::FilesAlone => 3,
         Subject::TracingChrome | Subject::PerfettoFile => 1,
     };
     assert_eq!(files.len(), expected, "{subject:?} wrote {files:?}");

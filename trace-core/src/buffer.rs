@@ -184,7 +184,13 @@ impl Handoff {
     /// A batch for a thread whose last one was full: a recycled one, or a
     /// new one of full size.
     pub(crate) fn fresh_batch(&self) -> Batch {
-        self.recycle.try_recv().unwrap_or_else(|_| Batch::with_capacity())
+        match self.recycle.try_recv() {
+            Ok(mut batch) => {
+                batch.warm();
+                batch
+            }
+            Err(_) => Batch::with_capacity(),
+        }
     }
 
     /// A batch for a thread that may record little: a recycled one, or a
