@@ -24,7 +24,7 @@
 //! the command one wait, not one per batch.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
-use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -100,6 +100,27 @@ pub(crate) struct Handoff {
     pub waited_ns: AtomicU64,
     /// Batches the writer has finished with: its progress, for the waits.
     released_batches: AtomicU64,
+    /// Recycled batches still to be taken without [`Batch::warm`]: set when
+    /// the last warm found its lines cheap ([`warm_pays`]).
+    warm_skip: AtomicU32,
+}
+
+/// How many recycled batches are taken cold after a warm that found its
+/// lines cheap, before the next warm measures again.
+const WARM_SKIP: u32 = 15;
+
+/// Below this many nanoseconds a cache line, a warm did not pay: the lines
+/// came from a core close by (3-4 ns a line here), and filling the batch
+/// record by record would have hidden those fetches among its other work.
+/// Far apart, a line costs 12-13 ns, one after another if not warmed.
+const WARM_PAYS_NS_PER_LINE: u64 = 6;
+
+/// Whether warming `bytes` of a recycled batch in `ns` nanoseconds showed its
+/// lines to be costly enough that the next batch should be warmed too. A
+/// warm of too little to tell says yes.
+pub(crate) fn warm_pays(bytes: usize, ns: u64) -> bool {
+    let lines = (bytes / 64) as u64;
+    lines < 64 || ns >= lines.saturating_mul(WARM_PAYS_NS_PER_LINE)
 }
 
 impl Handoff {
@@ -116,6 +137,7 @@ impl Handoff {
             gave_up: AtomicBool::new(false),
             waited_ns: AtomicU64::new(0),
             released_batches: AtomicU64::new(0),
+            warm_skip: AtomicU32::new(0),
         }
     }
 
@@ -183,14 +205,28 @@ impl Handoff {
 
     /// A batch for a thread whose last one was full: a recycled one, or a
     /// new one of full size.
+    ///
+    /// A recycled batch is warmed ([`Batch::warm`]) unless the last warm
+    /// found its lines cheap: then the next [`WARM_SKIP`] are taken as they
+    /// are, and the one after measures again. The count is shared by the
+    /// capture's threads, racily: a skipped or an extra warm changes only
+    /// the cost, never a record.
     pub(crate) fn fresh_batch(&self) -> Batch {
-        match self.recycle.try_recv() {
-            Ok(mut batch) => {
-                batch.warm();
-                batch
-            }
-            Err(_) => Batch::with_capacity(),
+        let Ok(mut batch) = self.recycle.try_recv() else {
+            return Batch::with_capacity();
+        };
+        let skip = self.warm_skip.load(Ordering::Relaxed);
+        if skip > 0 {
+            self.warm_skip.store(skip - 1, Ordering::Relaxed);
+            return batch;
         }
+        let start = std::time::Instant::now();
+        let bytes = batch.warm();
+        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        if !warm_pays(bytes, ns) {
+            self.warm_skip.store(WARM_SKIP, Ordering::Relaxed);
+        }
+        batch
     }
 
     /// A batch for a thread that may record little: a recycled one, or a
@@ -905,5 +941,58 @@ mod fast_claims_tests {
     {
         let stdout = crate::test_child::run_alone("buffer::fast_claims_tests::fast_claims_child", CHILD);
         println!("{}", stdout.lines().find(|l| l.contains("checked")).unwrap_or_default());
+    }
+}
+
+#[cfg(test)]
+mod warm_tests {
+    use std::sync::atomic::Ordering;
+
+    use super::{warm_pays, Handoff, WARM_SKIP};
+    use crate::record::Batch;
+
+    #[test]
+    fn a_warm_pays_when_its_lines_cost_as_lines_from_a_far_core_do() {
+        // (bytes warmed, nanoseconds it took, whether the next batch is warmed too)
+        let cases = [
+            (72 * 1024, 1_152 * 13, true), // far apart: 13 ns a line
+            (72 * 1024, 1_152 * 6, true),  // at the line
+            (72 * 1024, 1_152 * 3, false), // close together: 3 ns a line
+            (72 * 1024, 0, false),
+            (64 * 63, 0, true), // too little to tell
+            (0, 0, true),
+            (usize::MAX, u64::MAX, true),
+        ];
+        for (bytes, ns, pays) in cases {
+            assert_eq!(warm_pays(bytes, ns), pays, "{bytes} bytes in {ns} ns");
+        }
+    }
+
+    #[test]
+    fn batches_after_a_cheap_warm_are_taken_cold_and_the_next_one_measures_again() {
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let (recycle_tx, recycle) = crossbeam_channel::unbounded();
+        let handoff = Handoff::new(tx, recycle, 1 << 20);
+        for _ in 0..3 {
+            let mut batch = Batch::with_capacity();
+            batch.text.push_str("recycled");
+            batch.clear();
+            recycle_tx.send(batch).unwrap();
+        }
+        handoff.warm_skip.store(2, Ordering::Relaxed);
+        for left in [1, 0] {
+            let batch = handoff.fresh_batch();
+            assert!(batch.text.is_empty() && batch.text.capacity() >= 4096);
+            assert_eq!(handoff.warm_skip.load(Ordering::Relaxed), left);
+        }
+        // The third is warmed and measured: 8 bytes are too few to tell, so
+        // the one after it would be warmed too.
+        let batch = handoff.fresh_batch();
+        assert!(batch.text.is_empty());
+        assert_eq!(handoff.warm_skip.load(Ordering::Relaxed), 0);
+        // None left to recycle: a new batch, and the count is untouched.
+        handoff.warm_skip.store(WARM_SKIP, Ordering::Relaxed);
+        let _ = handoff.fresh_batch();
+        assert_eq!(handoff.warm_skip.load(Ordering::Relaxed), WARM_SKIP);
     }
 }
