@@ -110,9 +110,10 @@ pub(crate) struct Handoff {
 const WARM_SKIP: u32 = 15;
 
 /// Below this many nanoseconds a cache line, a warm did not pay: the lines
-/// came from a core close by (3-4 ns a line here), and filling the batch
-/// record by record would have hidden those fetches among its other work.
-/// Far apart, a line costs 12-13 ns, one after another if not warmed.
+/// came from a core close by (1.5-3.5 ns a line on the machine of
+/// docs/performance.md), and filling the batch record by record would have
+/// hidden those fetches among its other work. Far apart, a line cost 12-13
+/// ns, one after another if not warmed (the notebook, 2026-12-05).
 const WARM_PAYS_NS_PER_LINE: u64 = 6;
 
 /// Whether warming `bytes` of a recycled batch in `ns` nanoseconds showed its
