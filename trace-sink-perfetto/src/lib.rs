@@ -247,8 +247,8 @@ impl Sink for PerfettoSink {
             Event::SpanBegin { thread, ts, ref site, fields, thread_cpu_ns, .. } => {
                 state.span_begin((thread, ts), site, fields, thread_cpu_ns, out)
             }
-            Event::SpanEnd { thread, ts, recorded, unclosed, cpu, .. } => {
-                state.span_end((thread, ts), recorded, unclosed, cpu, out)
+            Event::SpanEnd { thread, ts, ref site, recorded, unclosed, cpu, .. } => {
+                state.span_end((thread, ts), site, recorded, unclosed, cpu, out)
             }
             Event::Instant { thread, ts, ref site, fields, .. } => {
                 state.instant((thread, ts), site, fields, out)

@@ -45,6 +45,9 @@ pub(crate) struct TrackEvent<'a> {
     pub flow_ids: &'a [u64],
     /// `terminating_flow_ids`: the flows that end at it.
     pub terminating_flow_ids: &'a [u64],
+    /// Its names (event, category, annotations) are `'static` text
+    /// ([`trace_core::Site::has_static_text`]): interned by address.
+    pub static_text: bool,
 }
 
 /// A track to declare (`TrackDescriptor`); what it leaves out is not written.
@@ -190,11 +193,15 @@ impl Sequence {
         out: &mut dyn Write,
         e: &TrackEvent<'_>,
     ) -> io::Result<()> {
-        let name = e.name.map(|s| self.event_names.intern(s));
-        let category = e.category.map(|s| self.categories.intern(s));
+        let intern = |interner: &mut Interner, s: &str| match e.static_text {
+            true => interner.intern_static(s),
+            false => interner.intern(s),
+        };
+        let name = e.name.map(|s| intern(&mut self.event_names, s));
+        let category = e.category.map(|s| intern(&mut self.categories, s));
         self.annotations.clear();
         for field in e.fields.iter().chain(e.extra) {
-            self.annotations.push(self.annotation_names.intern(field.name));
+            self.annotations.push(intern(&mut self.annotation_names, field.name));
         }
         let new_strings = name.is_some_and(|(_, new)| new)
             || category.is_some_and(|(_, new)| new)
@@ -411,6 +418,32 @@ mod tests {
         }
         let expected = [(3, 0), (9, 0), (12, 0), (31, 0), (47, 1), (47, 1), (48, 1), (48, 1)];
         assert_eq!(seen, expected, "one key per value; a packed run would be wire type 2");
+    }
+
+    #[test]
+    fn events_of_static_text_are_the_bytes_of_the_same_events_looked_up_by_text() {
+        static NAMES: [&str; 6] = ["compile", "link", "unit", "bytes", "compile_unit", "cabin::build"];
+        let [(mut by_address, mut a), (mut by_text, mut b)] =
+            [0, 1].map(|_| started(3, Timestamps::Incremental, 0));
+        for round in 0..200u64 {
+            let i = (round * 7 % 5) as usize;
+            let fields = [
+                Field { name: NAMES[(i + 2) % 6], value: Value::U64(round) },
+                Field { name: &NAMES[(i + 3) % 6][..(round % 4) as usize], value: Value::Bool(true) },
+            ];
+            let event = |static_text| TrackEvent {
+                ts: round * 10,
+                kind: TYPE_SLICE_BEGIN,
+                name: Some(NAMES[i]),
+                category: Some(&NAMES[(i + 1) % 6][..(round % 3) as usize + 1]),
+                fields: &fields,
+                static_text,
+                ..TrackEvent::default()
+            };
+            let ours = written(&mut a, |chunk, out| by_address.event(chunk, out, &event(true)).unwrap());
+            let theirs = written(&mut b, |chunk, out| by_text.event(chunk, out, &event(false)).unwrap());
+            assert_eq!(ours, theirs, "round {round}");
+        }
     }
 
     /// The oracle: the same packet built as a prost message, with interning
@@ -675,6 +708,8 @@ mod tests {
                     extra_counter: ev.extra_counter,
                     flow_ids: &ev.flows.0,
                     terminating_flow_ids: &ev.flows.1,
+                    // Owned strings: looked up by their text.
+                    static_text: false,
                 };
                 let ours = written(&mut chunk, |chunk, out| seq.event(chunk, out, &event).unwrap());
                 let expected = oracle.event(id, oracle_clock.stamp(ts), &event);

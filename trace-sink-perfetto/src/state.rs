@@ -245,6 +245,7 @@ impl State {
             fields,
             extra_counter,
             terminating_flow_ids: &ending,
+            static_text: site.has_static_text(),
             ..TrackEvent::default()
         };
         self.threads[at].sequence.event(&mut self.chunk, out, &begin)
@@ -256,6 +257,7 @@ impl State {
     pub(crate) fn span_end(
         &mut self,
         (thread, ts): (Tid, u64),
+        site: &Site<'_>,
         recorded: &[Field<'_>],
         unclosed: bool,
         cpu: Option<ThreadCpu>,
@@ -269,6 +271,7 @@ impl State {
             fields: recorded,
             extra: if unclosed { &UNCLOSED } else { &[] },
             extra_counter: self.cpu_sample(at, cpu.map(|c| c.end_ns), out)?,
+            static_text: site.has_static_text(),
             ..TrackEvent::default()
         };
         self.threads[at].sequence.event(&mut self.chunk, out, &end)
@@ -310,6 +313,7 @@ impl State {
             category: Some(site.target),
             fields,
             extra: &extra[..extras],
+            static_text: site.has_static_text(),
             ..TrackEvent::default()
         };
         let written = self.thread_event(thread, &instant, out);
@@ -460,6 +464,7 @@ impl State {
             name: Some(site.name),
             category: Some(site.target),
             fields,
+            static_text: site.has_static_text(),
             ..TrackEvent::default()
         };
         self.process.event(&mut self.chunk, out, &begin)?;
