@@ -139,6 +139,14 @@ pub struct ThreadCpu {
 }
 
 impl ThreadCpu {
+    /// The readings at a span's begin and end. An end read before the begin
+    /// (a clock that can step back) is taken as the begin, so that every
+    /// format shows the same duration, zero, where the trace processor would
+    /// drop a negative one.
+    pub fn new(begin_ns: u64, end_ns: u64) -> Self {
+        ThreadCpu { begin_ns, end_ns: end_ns.max(begin_ns) }
+    }
+
     /// The CPU time the thread spent inside the span, in nanoseconds (its
     /// children's included, as its wall-clock duration includes them).
     pub fn ns(&self) -> u64 {
@@ -162,6 +170,28 @@ pub struct LaneSlice<'a> {
     pub name: &'a str,
     /// Extra details shown with the slice.
     pub fields: &'a [Field<'a>],
+}
+
+impl LaneSlice<'_> {
+    /// The pid the lane is drawn under, in both trace formats: a process of
+    /// its own, one per lane, numbered above the kernel's pids (below 2^22 on
+    /// Linux) from the tool's `pid`, so that the lanes of the processes of a
+    /// family never meet. `index` is the lane's place among the capture's
+    /// lanes, in the order they first appeared.
+    pub fn lane_pid(pid: u32, index: usize) -> u64 {
+        u64::from(pid) + (1u64 << 22) * (index as u64 + 1)
+    }
+
+    /// The thread id of this slice's sub-lane within its lane's process
+    /// (tids start at 1: 0 is no thread to a viewer).
+    pub fn sub_lane_tid(&self) -> u64 {
+        u64::from(self.track) + 1
+    }
+
+    /// The name of this slice's sub-lane, e.g. `ninja 0`.
+    pub fn sub_lane_name(&self) -> String {
+        format!("{} {}", self.lane, self.track)
+    }
 }
 
 /// What an external lane's source reported, for the summary.
@@ -316,12 +346,14 @@ pub struct ProcessSample {
 
 impl ProcessSample {
     /// The CPU the process used between `earlier` and this sample, in
-    /// percent of one core (200 is two cores busy); `None` when either
-    /// lacks its CPU time or no time passed.
+    /// percent of one core (200 is two cores busy), rounded to tenths of a
+    /// percent (as fine as a millisecond's interval resolves), so that every
+    /// format shows the same value; `None` when either lacks its CPU time or
+    /// no time passed.
     pub fn cpu_percent_since(&self, earlier: &ProcessSample) -> Option<f64> {
         let cpu = self.cpu_ns?.checked_sub(earlier.cpu_ns?)?;
         let wall = self.ts.checked_sub(earlier.ts).filter(|ns| *ns > 0)?;
-        Some(cpu as f64 * 100.0 / wall as f64)
+        Some((cpu as f64 * 1000.0 / wall as f64).round() / 10.0)
     }
 }
 

@@ -560,7 +560,7 @@ impl Writer {
             fields: &all,
             recorded: &recorded,
             unclosed,
-            cpu: open.begin_cpu.zip(end_cpu).map(|(begin_ns, end_ns)| ThreadCpu { begin_ns, end_ns }),
+            cpu: open.begin_cpu.zip(end_cpu).map(|(begin_ns, end_ns)| ThreadCpu::new(begin_ns, end_ns)),
         };
         feed(&mut self.sinks, &event);
         a.put(all);
@@ -724,7 +724,7 @@ impl Writer {
         let begin =
             Event::SpanBegin { thread: tid, ts: begin_ts, site, fields: &fields, thread_cpu_ns: begin_cpu };
         let cpu =
-            begin_cpu.zip(close.thread_cpu_ns()).map(|(begin_ns, end_ns)| ThreadCpu { begin_ns, end_ns });
+            begin_cpu.zip(close.thread_cpu_ns()).map(|(begin_ns, end_ns)| ThreadCpu::new(begin_ns, end_ns));
         let end = Event::SpanEnd {
             thread: tid,
             ts,

@@ -19,11 +19,12 @@
 //!   begin are annotations of the end (viewers merge them into the slice), and
 //!   a span the capture had to close itself gets `unclosed = true`. A span
 //!   that read the thread CPU clock (`<P>_TRACE_CPU`) samples its thread's
-//!   `thread CPU time` counter track (a child of the thread's track, of the
-//!   built-in type `COUNTER_THREAD_TIME_NS`, absolute nanoseconds) on its
-//!   begin and end (`extra_counter_track_uuids`, `extra_counter_values`),
-//!   which the Perfetto UI shows as the slice's thread duration.
-//!   a span the capture had to close itself gets `unclosed = true`.
+//!   thread-time counter track (a child of the thread's track, of the
+//!   built-in type `COUNTER_THREAD_TIME_NS`, absolute nanoseconds, and with no
+//!   name: the trace processor takes thread times only from the counter it
+//!   names `thread_time` itself) on its begin and end
+//!   (`extra_counter_track_uuids`, `extra_counter_values`), which the Perfetto
+//!   UI shows as the slice's thread duration.
 //! - A span that ran in pieces (entered more than once, or on more than one
 //!   thread: an `.instrument()`ed future, a span moved between threads) also
 //!   gets a track of its own, a child of the process's track named after the
@@ -100,10 +101,11 @@
 //!   beyond the calling thread, and a trace is mostly opened once, on the
 //!   machine that made it. A chunk under 8 KiB (all of a short capture) goes
 //!   to the file uncompressed, as does one that would not shrink.
-//! - An external lane (Ninja's actions, test executables) is a track of its
-//!   own under the process's track (so that the lanes of two captures merged
-//!   into one trace stay apart), named after the lane, with one child track
-//!   per sub-lane (`ninja 0`, `ninja 1`, ...) holding its slices.
+//! - An external lane (Ninja's actions, test executables) is a process of its
+//!   own, named after the lane, under the pid the Chrome JSON gives it too
+//!   ([`trace_core::LaneSlice::lane_pid`]: above the kernel's pids, so that
+//!   the lanes of two captures merged into one trace stay apart), with one
+//!   thread per sub-lane (`ninja 0`, `ninja 1`, ...) holding its slices.
 //! - The process's samples (`<P>_TRACE_SAMPLE`) are two counter tracks of the
 //!   process: [`MEMORY_COUNTER`] (unit bytes: the resident set at each
 //!   sample) and [`CPU_COUNTER`] (unit `%` of one core: the CPU used from one
