@@ -146,8 +146,8 @@ pub use config::{
     Config, ConfigError, ErrorKind, DEFAULT_CPU, DEFAULT_FILTER, DEFAULT_SAMPLE, MAX_SAMPLE, MIN_SAMPLE,
 };
 pub use event::{
-    Event, Field, FileStatus, Finish, FlowKind, LaneReport, LaneSlice, Level, ProcessSample, Resources,
-    Since, Site, Start, ThreadCpu, Tid, Value,
+    instant_name, Event, Field, FileStatus, Finish, FlowKind, LaneReport, LaneSlice, Level, ProcessSample, Resources,
+    Since, Site, Start, ThreadCpu, Tid, Value, INSTANT_NAME_CHARS,
 };
 pub use family::{parse_traceparent, Family, TraceId, PARENT_VAR, TRACEPARENT_VAR};
 pub use layer::CaptureLayer;

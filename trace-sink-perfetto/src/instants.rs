@@ -17,7 +17,7 @@
 //! `SPANS_EVENTS`).
 
 use trace_core::{Field, Level, Site, Value};
-use trace_sink_chrome::{instant_name, NAME_CHARS};
+use trace_core::{instant_name, INSTANT_NAME_CHARS as NAME_CHARS};
 
 use crate::track_event::{InstantTemplate, SequenceField};
 
