@@ -74,7 +74,7 @@
 //!
 //! The modules read top-down: `record` (raw records and their clock),
 //! `buffer` (per-thread buffers, hand-over, budget), `writer` (the merge and
-//! the sinks; `writer::pieces`, spans in pieces and flows), `capture` (a capture's state and the record protocol), then
+//! the sinks; `writer::span_lives`, spans in pieces and flows), `capture` (a capture's state and the record protocol), then
 //! the front-ends `subscriber` and `layer`, and `session`.
 //!
 //! # Example
@@ -131,11 +131,11 @@ mod filter;
 mod layer;
 pub mod os;
 mod record;
-mod ring;
+mod recent_spans;
 mod sampler;
 mod session;
 mod sink;
-mod sites;
+mod callsite_answers;
 mod subscriber;
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod test_child;
