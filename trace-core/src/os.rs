@@ -12,7 +12,7 @@
 //! | process CPU ([`Usage`]) | `getrusage` | `getrusage` | not read |
 //! | the tool's peak memory | since the exec: `getrusage`, or `VmHWM` of `/proc/self/status` | `getrusage`: since the exec, or since process creation | not read |
 //! | a child's CPU and peak ([`wait_child`]) | `wait4` | `wait4` | not read |
-//! | the calling thread's CPU time ([`thread_cpu_ns`]) | `CLOCK_THREAD_CPUTIME_ID`; on x86-64 mostly extrapolated without a system call | `CLOCK_THREAD_CPUTIME_ID` | `GetThreadTimes` |
+//! | the calling thread's CPU time ([`thread_cpu_ns`]) | `CLOCK_THREAD_CPUTIME_ID` | `CLOCK_THREAD_CPUTIME_ID` | `GetThreadTimes` |
 //! | resident memory now ([`ProcessSampler`]) | `/proc/self/statm`, kept open | `task_info(MACH_TASK_BASIC_INFO)` | `K32GetProcessMemoryInfo` |
 //! | process CPU now ([`ProcessSampler`]) | `CLOCK_PROCESS_CPUTIME_ID` | `CLOCK_PROCESS_CPUTIME_ID` | `GetProcessTimes` |
 //!
@@ -62,23 +62,12 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// The CPU time (user and system) the calling thread has used, in
-/// nanoseconds: `CLOCK_THREAD_CPUTIME_ID` on Unix, `GetThreadTimes` on
-/// Windows (in steps of the scheduler's tick there). `None` if the system
-/// refuses to say. A capture reads it at the enter and exit of the spans
+/// nanoseconds, read from the operating system's thread clock:
+/// `clock_gettime(CLOCK_THREAD_CPUTIME_ID)` on Unix (a system call on
+/// Linux: the vDSO does not serve this clock), `GetThreadTimes` on Windows
+/// (in steps of the scheduler's tick there). `None` if the system refuses
+/// to say. A capture reads it at the enter and exit of the spans
 /// `<P>_TRACE_CPU` selects; docs/performance.md gives the cost of one read.
-///
-/// On Linux x86-64 the system call is made once per context switch of the
-/// thread and once per millisecond of its wall time; other readings add the
-/// monotonic clock's advance to the last system call's figure, which is the
-/// thread's CPU time as long as it kept its processor. A per-thread software
-/// perf event, mapped and never read, says when it did not: the kernel
-/// rewrites the event's page each time it switches the thread in. The
-/// readings of a thread never go back, and stay within the time one
-/// millisecond's window overcounts (interrupts, a hypervisor's steal) of the
-/// system call's. Where perf events are refused (`perf_event_paranoid` 3,
-/// seccomp), every reading is the system call. The event makes each context
-/// switch of its thread cost more, so a thread switched out more often than
-/// every fourth reading gives it back.
 #[inline]
 pub fn thread_cpu_ns() -> Option<u64> {
     platform::thread_cpu_ns()

@@ -1,6 +1,5 @@
 //! Linux and macOS: `getrusage`, `wait4`, `clock_gettime`, and a constructor
-//! that runs when the tool's image starts. On Linux x86-64 the thread CPU
-//! clock is mostly read without a system call (`thread_cpu`).
+//! that runs when the tool's image starts.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -36,9 +35,6 @@ fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
 pub(super) fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
 }
-
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod thread_cpu;
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod claims {
@@ -120,13 +116,6 @@ pub(super) fn barrier_on_all_threads() -> bool {
     false
 }
 
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-#[inline]
-pub(super) fn thread_cpu_ns() -> Option<u64> {
-    thread_cpu::read()
-}
-
-#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 #[inline]
 pub(super) fn thread_cpu_ns() -> Option<u64> {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
