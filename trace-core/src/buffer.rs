@@ -24,7 +24,7 @@
 //! the command one wait, not one per batch.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
-use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -100,28 +100,6 @@ pub(crate) struct Handoff {
     pub waited_ns: AtomicU64,
     /// Batches the writer has finished with: its progress, for the waits.
     released_batches: AtomicU64,
-    /// Recycled batches still to be taken without [`Batch::warm`]: set when
-    /// the last warm found its lines cheap ([`warm_pays`]).
-    warm_skip: AtomicU32,
-}
-
-/// How many recycled batches are taken cold after a warm that found its
-/// lines cheap, before the next warm measures again.
-const WARM_SKIP: u32 = 15;
-
-/// Below this many nanoseconds a cache line, a warm did not pay: the lines
-/// came from a core close by (1.5-3.5 ns a line on the machine of
-/// docs/performance.md), and filling the batch record by record would have
-/// hidden those fetches among its other work. Far apart, a line cost 12-13
-/// ns, one after another if not warmed (the notebook, 2026-12-05).
-const WARM_PAYS_NS_PER_LINE: u64 = 6;
-
-/// Whether warming `bytes` of a recycled batch in `ns` nanoseconds showed its
-/// lines to be costly enough that the next batch should be warmed too. A
-/// warm of too little to tell says yes.
-pub(crate) fn warm_pays(bytes: usize, ns: u64) -> bool {
-    let lines = (bytes / 64) as u64;
-    lines < 64 || ns >= lines.saturating_mul(WARM_PAYS_NS_PER_LINE)
 }
 
 impl Handoff {
@@ -138,7 +116,6 @@ impl Handoff {
             gave_up: AtomicBool::new(false),
             waited_ns: AtomicU64::new(0),
             released_batches: AtomicU64::new(0),
-            warm_skip: AtomicU32::new(0),
         }
     }
 
@@ -206,28 +183,8 @@ impl Handoff {
 
     /// A batch for a thread whose last one was full: a recycled one, or a
     /// new one of full size.
-    ///
-    /// A recycled batch is warmed ([`Batch::warm`]) unless the last warm
-    /// found its lines cheap: then the next [`WARM_SKIP`] are taken as they
-    /// are, and the one after measures again. The count is shared by the
-    /// capture's threads, racily: a skipped or an extra warm changes only
-    /// the cost, never a record.
     pub(crate) fn fresh_batch(&self) -> Batch {
-        let Ok(mut batch) = self.recycle.try_recv() else {
-            return Batch::with_capacity();
-        };
-        let skip = self.warm_skip.load(Ordering::Relaxed);
-        if skip > 0 {
-            self.warm_skip.store(skip - 1, Ordering::Relaxed);
-            return batch;
-        }
-        let start = std::time::Instant::now();
-        let bytes = batch.warm();
-        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        if !warm_pays(bytes, ns) {
-            self.warm_skip.store(WARM_SKIP, Ordering::Relaxed);
-        }
-        batch
+        self.recycle.try_recv().unwrap_or_else(|_| Batch::with_capacity())
     }
 
     /// A batch for a thread that may record little: a recycled one, or a
@@ -302,18 +259,9 @@ impl Handoff {
 /// A thread's buffer for one capture.
 ///
 /// Its thread writes to it; the writer takes its batch now and then (a
-/// steal, or the finish). A flag instead of a lock keeps the hot path to one
-/// atomic swap and one plain store per record, or, where the kernel gives
-/// the process memory barriers on all its threads at once
-/// ([`crate::os::fast_claims`]), to two plain stores and a load: the
-/// thread's claim is then a store to `busy` and a look at `stealing`, and
-/// the party that takes the batch sets `stealing`, makes every running
-/// thread of the process pass a full barrier, and waits for `busy` to
-/// clear. Either the thread's store came before that barrier, and the taker
-/// sees it, or the thread's look comes after it and sees `stealing`: never
-/// both inside at once. The atomic swap (a locked instruction, 8-9 ns
-/// here against under 1 ns for the stores, four times a span) was a fifth of
-/// the calling thread's time a span.
+/// steal, or the finish). Whoever swaps `busy` from false to true has the
+/// buffer's records until it stores false again: one atomic swap and one
+/// plain store per record, and no lock a thread could be descheduled in.
 ///
 /// Aligned so that two threads' buffers never share a cache line.
 #[repr(align(128))]
@@ -323,26 +271,19 @@ pub(crate) struct ThreadBuf {
     pub name: String,
     /// The stamp read when the thread registered: it recorded nothing before.
     pub registered: u64,
-    /// Set by whoever has `local` (by its own thread only, with fast
-    /// claims): see [`ThreadBuf::try_claim`].
+    /// Set by whoever has `local`: see [`ThreadBuf::try_claim`].
     busy: AtomicBool,
-    /// With fast claims, set by the party taking the batch
-    /// ([`claims_to_take`]) while it has `local`.
-    stealing: AtomicBool,
     /// Set once the capture has taken this buffer's last records.
     pub closed: AtomicBool,
     local: UnsafeCell<Local>,
     /// The callsites of the spans this thread created lately, for the
     /// capture's own subscriber (unused under the registry).
-    pub spans: RecentSpans,
+    pub recent_spans: RecentSpans,
 }
 
 // SAFETY: `local` is reached only through a `Claim`, and a `Claim` exists only
-// for whoever swapped `busy` from false to true, until it stores false again,
-// or, with fast claims, for the buffer's thread while its store to `busy` is
-// not met by `stealing`, and for a taker from its barrier on, with `busy`
-// seen clear, until it clears `stealing` (see `ThreadBuf`): one party at a
-// time. `Local` itself is `Send`.
+// for whoever swapped `busy` from false to true, until it stores false again:
+// one party at a time. `Local` itself is `Send`.
 unsafe impl Sync for ThreadBuf {}
 
 /// A thread's records for one capture, reached through a [`Claim`].
@@ -379,69 +320,26 @@ pub(crate) struct Taken {
 }
 
 impl ThreadBuf {
-    /// A buffer built where it will live: the ring of recent spans (8 KiB)
-    /// is zeroed in place rather than assembled on the stack and copied, a
-    /// copy that was a third of a short capture's thread registration.
     fn new_shared(index: u32, tid: Tid, name: String, batch: Batch, registered: u64) -> Arc<ThreadBuf> {
-        let mut uninit = Arc::<ThreadBuf>::new_uninit();
-        // A new `Arc` has no other reference; were it otherwise, the buffer
-        // is built on the stack and moved, as any value.
-        let Some(slot) = Arc::get_mut(&mut uninit) else {
-            return Arc::new(ThreadBuf {
-                index,
-                tid,
-                name,
-                registered,
-                busy: AtomicBool::new(false),
-                stealing: AtomicBool::new(false),
-                closed: AtomicBool::new(false),
-                local: UnsafeCell::new(Local { batch, closed: false, last_ts: registered, seq: 0 }),
-                spans: RecentSpans::new(),
-            });
-        };
-        let p = slot.as_mut_ptr();
-        // SAFETY: `p` points to the new allocation, which nothing else can
-        // reach yet; each field is written once, with `write`, before
-        // `assume_init`. The ring is all atomics (an integer, a pointer, a
-        // bool), for which all zero bytes are a valid value: every entry free.
-        unsafe {
-            std::ptr::addr_of_mut!((*p).index).write(index);
-            std::ptr::addr_of_mut!((*p).tid).write(tid);
-            std::ptr::addr_of_mut!((*p).name).write(name);
-            std::ptr::addr_of_mut!((*p).registered).write(registered);
-            std::ptr::addr_of_mut!((*p).busy).write(AtomicBool::new(false));
-            std::ptr::addr_of_mut!((*p).stealing).write(AtomicBool::new(false));
-            std::ptr::addr_of_mut!((*p).closed).write(AtomicBool::new(false));
-            std::ptr::addr_of_mut!((*p).local).write(UnsafeCell::new(Local {
-                batch,
-                closed: false,
-                last_ts: registered,
-                seq: 0,
-            }));
-            std::ptr::addr_of_mut!((*p).spans).write_bytes(0, 1);
-            uninit.assume_init()
-        }
+        Arc::new(ThreadBuf {
+            index,
+            tid,
+            name,
+            registered,
+            busy: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            local: UnsafeCell::new(Local { batch, closed: false, last_ts: registered, seq: 0 }),
+            recent_spans: RecentSpans::new(),
+        })
     }
 
-    /// Exclusive access to the buffer for its own thread, unless another
-    /// party has it.
+    /// Exclusive access to the buffer, unless another party has it.
     #[inline]
     pub(crate) fn try_claim(&self) -> Option<Claim<'_>> {
-        if crate::os::fast_claims() {
-            self.busy.store(true, Ordering::Relaxed);
-            // Only the compiler could move the look before the store: a
-            // taker's barrier orders them on the processor (see `ThreadBuf`).
-            compiler_fence(Ordering::SeqCst);
-            if !self.stealing.load(Ordering::Acquire) {
-                return Some(Claim { buf: self, flag: &self.busy });
-            }
-            self.busy.store(false, Ordering::Release);
-            return None;
-        }
         if self.busy.swap(true, Ordering::Acquire) {
             None
         } else {
-            Some(Claim { buf: self, flag: &self.busy })
+            Some(Claim { buf: self })
         }
     }
 
@@ -469,8 +367,7 @@ impl ThreadBuf {
     /// [`steal_all`] for this buffer alone.
     #[cfg(test)]
     pub(crate) fn steal(&self, stamps: &Stamps, fresh: impl FnOnce() -> Batch) -> Option<Taken> {
-        let claim = claims_to_take(&[self]).pop()?;
-        take_partial(claim, stamps.now(), fresh)
+        take_partial(self.claim(), stamps.now(), fresh)
     }
 }
 
@@ -496,11 +393,7 @@ fn take_last(mut local: Claim<'_>) -> Taken {
 }
 
 /// The writer takes the partial batches of `bufs` (or only learns, of an
-/// empty one, that nothing was stamped before now), giving each `fresh`, with
-/// one barrier for them all: with fast claims, each
-/// barrier interrupts every other running thread of the process, 13-28 µs
-/// here when one is running (a virtual machine's inter-processor interrupt),
-/// and a tool's idle threads are all behind at once.
+/// empty one, that nothing was stamped before now), giving each `fresh`.
 pub(crate) fn steal_all(
     bufs: &[Arc<ThreadBuf>],
     stamps: &Stamps,
@@ -514,8 +407,7 @@ pub(crate) fn steal_all(
     claims.into_iter().map(|c| take_partial(c, until, &mut fresh)).collect()
 }
 
-/// The finish takes the last records of `bufs`, which record nothing more,
-/// with one barrier for them all.
+/// The finish takes the last records of `bufs`, which record nothing more.
 pub(crate) fn close_all(bufs: &[Arc<ThreadBuf>]) -> Vec<Taken> {
     let bufs: Vec<&ThreadBuf> = bufs.iter().map(|b| &**b).collect();
     claims_to_take(&bufs).into_iter().map(take_last).collect()
@@ -523,47 +415,16 @@ pub(crate) fn close_all(bufs: &[Arc<ThreadBuf>]) -> Vec<Taken> {
 
 /// Exclusive access to each of `bufs`, in their order, for a party other
 /// than their threads (the writer's steal, the finish), waiting for each
-/// thread to be done with its record; with fast claims, one barrier for
-/// them all. On a buffer's own thread (a short command's finish, which
-/// takes its own buffer last) the claim is its own. Every taker marks the
-/// buffers it takes in the order of the capture's list, so two takers never
-/// wait for each other in a circle.
+/// thread to be done with its record. Every taker claims the buffers in the
+/// order of the capture's list, so two takers never wait for each other in a
+/// circle.
 fn claims_to_take<'a>(bufs: &[&'a ThreadBuf]) -> Vec<Claim<'a>> {
-    if !crate::os::fast_claims() {
-        return bufs.iter().map(|b| b.claim()).collect();
-    }
-    let me = crate::os::current_tid();
-    let mut spins = 0u32;
-    let mut others = false;
-    for buf in bufs.iter().filter(|b| b.tid != me) {
-        while buf.stealing.swap(true, Ordering::Acquire) {
-            back_off(&mut spins);
-        }
-        others = true;
-    }
-    if others && !crate::os::barrier_on_all_threads() {
-        // Not expected once the process is registered for the barriers; a
-        // store waits in a processor's buffer for far less.
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    bufs.iter()
-        .map(|buf| {
-            if buf.tid == me {
-                return buf.claim();
-            }
-            while buf.busy.load(Ordering::Acquire) {
-                back_off(&mut spins);
-            }
-            Claim { buf, flag: &buf.stealing }
-        })
-        .collect()
+    bufs.iter().map(|b| b.claim()).collect()
 }
 
 /// Exclusive access to a [`ThreadBuf`]'s records; released when dropped.
 pub(crate) struct Claim<'a> {
     buf: &'a ThreadBuf,
-    /// The flag that holds it: `busy`, or a taker's `stealing`.
-    flag: &'a AtomicBool,
 }
 
 /// One step of a wait for a claim held by another party, which holds it
@@ -594,7 +455,7 @@ impl std::ops::DerefMut for Claim<'_> {
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
-        self.flag.store(false, Ordering::Release);
+        self.buf.busy.store(false, Ordering::Release);
     }
 }
 
@@ -850,152 +711,6 @@ struct Tls {
 
 thread_local! {
     static TLS: Tls = const { Tls { busy: Cell::new(false), slots: RefCell::new(Vec::new()) } };
-}
-
-/// Fast claims (see [`ThreadBuf`]) under a taker that never stops taking.
-#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
-mod fast_claims_tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-
-    use super::ThreadBuf;
-    use crate::record::{Batch, Kind, Raw, Stamps};
-
-    const CHILD: &str = "TRACE_CORE_TEST_FAST_CLAIMS";
-    const RECORDS: u64 = 1_000_000;
-    /// Threads recording, each into its own buffer, taken from together.
-    const OWNERS: u32 = 2;
-
-    /// Run alone in a process of its own, which it turns to fast claims
-    /// (with the test harness's threads about, the registration waits out a
-    /// grace period, which a test can pay).
-    #[test]
-    #[ignore = "run by threads_claiming_with_stores_while_another_takes_all_their_batches_at_once_lose_and_repeat_no_record"]
-    fn fast_claims_child() {
-        if std::env::var_os(CHILD).is_none() {
-            return;
-        }
-        if !crate::os::force_fast_claims() {
-            println!("{CHILD}: the kernel refused the registration");
-            return;
-        }
-        let stamps = Arc::new(Stamps::start());
-        // The owners' thread ids, as their registration would give them: not
-        // this thread's, which takes as the writer does, from all at once.
-        let bufs: Vec<Arc<ThreadBuf>> = (0..OWNERS)
-            .map(|i| {
-                ThreadBuf::new_shared(i, u64::MAX - u64::from(i), format!("owner-{i}"), Batch::small(), 0)
-            })
-            .collect();
-        let running = Arc::new(AtomicUsize::new(OWNERS as usize));
-        let owners: Vec<_> = bufs
-            .iter()
-            .map(|buf| {
-                let (buf, running) = (buf.clone(), running.clone());
-                std::thread::spawn(move || {
-                    for id in 0..RECORDS {
-                        let mut local = buf.claim();
-                        local.batch.raws.push(Raw {
-                            kind: Kind::Event,
-                            id,
-                            ts: 0,
-                            meta: None,
-                            fields_start: 0,
-                            fields_len: 0,
-                        });
-                    }
-                    running.fetch_sub(1, Ordering::Release);
-                })
-            })
-            .collect();
-        let mut seen: Vec<Vec<u64>> = vec![Vec::with_capacity(RECORDS as usize); OWNERS as usize];
-        let mut steals = 0u64;
-        let take = |seen: &mut Vec<Vec<u64>>, batches: Vec<Option<Batch>>| {
-            for (ids, batch) in seen.iter_mut().zip(batches) {
-                ids.extend(batch.iter().flat_map(|b| b.raws.iter().map(|r| r.id)));
-            }
-        };
-        while running.load(Ordering::Acquire) > 0 {
-            let taken = super::steal_all(&bufs, &stamps, Batch::default);
-            assert_eq!(taken.len(), bufs.len(), "one taking per buffer");
-            steals += 1;
-            take(&mut seen, taken.into_iter().map(|t| t.and_then(|t| t.batch)).collect());
-        }
-        for owner in owners {
-            owner.join().unwrap();
-        }
-        take(&mut seen, super::close_all(&bufs).into_iter().map(|t| t.batch).collect());
-        assert!(crate::os::fast_claims(), "the claims were fast");
-        assert!(steals > 100, "only {steals} steals");
-        for (owner, ids) in seen.iter().enumerate() {
-            assert_eq!(ids.len() as u64, RECORDS, "owner {owner}'s records taken, after {steals} steals");
-            assert!(
-                ids.iter().enumerate().all(|(i, &id)| i as u64 == id),
-                "owner {owner}'s records out of order or repeated"
-            );
-        }
-        println!("{CHILD}: checked, {steals} steals");
-    }
-
-    #[test]
-    fn threads_claiming_with_stores_while_another_takes_all_their_batches_at_once_lose_and_repeat_no_record()
-    {
-        let stdout = crate::test_child::run_alone("buffer::fast_claims_tests::fast_claims_child", CHILD);
-        println!("{}", stdout.lines().find(|l| l.contains("checked")).unwrap_or_default());
-    }
-}
-
-#[cfg(test)]
-mod warm_tests {
-    use std::sync::atomic::Ordering;
-
-    use super::{warm_pays, Handoff, WARM_SKIP};
-    use crate::record::Batch;
-
-    #[test]
-    fn a_warm_pays_when_its_lines_cost_as_lines_from_a_far_core_do() {
-        // (bytes warmed, nanoseconds it took, whether the next batch is warmed too)
-        let cases = [
-            (72 * 1024, 1_152 * 13, true), // far apart: 13 ns a line
-            (72 * 1024, 1_152 * 6, true),  // at the line
-            (72 * 1024, 1_152 * 3, false), // close together: 3 ns a line
-            (72 * 1024, 0, false),
-            (64 * 63, 0, true), // too little to tell
-            (0, 0, true),
-            (usize::MAX, u64::MAX, true),
-        ];
-        for (bytes, ns, pays) in cases {
-            assert_eq!(warm_pays(bytes, ns), pays, "{bytes} bytes in {ns} ns");
-        }
-    }
-
-    #[test]
-    fn batches_after_a_cheap_warm_are_taken_cold_and_the_next_one_measures_again() {
-        let (tx, _rx) = crossbeam_channel::unbounded();
-        let (recycle_tx, recycle) = crossbeam_channel::unbounded();
-        let handoff = Handoff::new(tx, recycle, 1 << 20);
-        for _ in 0..3 {
-            let mut batch = Batch::with_capacity();
-            batch.text.push_str("recycled");
-            batch.clear();
-            recycle_tx.send(batch).unwrap();
-        }
-        handoff.warm_skip.store(2, Ordering::Relaxed);
-        for left in [1, 0] {
-            let batch = handoff.fresh_batch();
-            assert!(batch.text.is_empty() && batch.text.capacity() >= 4096);
-            assert_eq!(handoff.warm_skip.load(Ordering::Relaxed), left);
-        }
-        // The third is warmed and measured: 8 bytes are too few to tell, so
-        // the one after it would be warmed too.
-        let batch = handoff.fresh_batch();
-        assert!(batch.text.is_empty());
-        assert_eq!(handoff.warm_skip.load(Ordering::Relaxed), 0);
-        // None left to recycle: a new batch, and the count is untouched.
-        handoff.warm_skip.store(WARM_SKIP, Ordering::Relaxed);
-        let _ = handoff.fresh_batch();
-        assert_eq!(handoff.warm_skip.load(Ordering::Relaxed), WARM_SKIP);
-    }
 }
 
 /// The hand-over under random interleavings of everything that takes part in

@@ -6,8 +6,7 @@
 //! whenever interest is rebuilt (a reloaded filter). Kept here, they save the
 //! calls that follow:
 //!
-//! - The capture's filter (`Targets`, about 80 instructions a call) is asked
-//!   again by `tracing` for each span and event of a call site whose interest
+//! - The capture's filter (`Targets`) is asked again by `tracing` for each span and event of a call site whose interest
 //!   differs between dispatchers (the capture wants it, another dispatcher
 //!   does not), and by the subscriber for each span it may forward. The
 //!   filter never changes during a capture, so its answer can be kept.
@@ -16,11 +15,10 @@
 //!   filters answers `true` even when every filter said no, because it
 //!   disables such call sites through their interest (and its level hint)
 //!   instead. A span forwarded to it then is made in the registry's slab,
-//!   entered, exited and closed there for no layer at all. In cabin's set-up
-//!   (an `fmt` layer at WARN) that was about 1,500 instructions a span on the
-//!   calling thread (callgrind, the `spans` benchmark with `SPANS_FMT`), more
-//!   than the capture itself. A call site whose interest from the tool's
-//!   dispatcher is `never` is not forwarded to it.
+//!   entered, exited and closed there for no layer at all: in cabin's set-up
+//!   (an `fmt` layer at WARN) more work on the calling thread than the
+//!   capture itself (docs/performance.md). A call site whose interest from
+//!   the tool's dispatcher is `never` is not forwarded to it.
 //!
 //! A call site the table has no room for, or one whose metadata the
 //! subscriber is given at another address (`tracing-log`'s records), is

@@ -34,12 +34,9 @@
 //! - On the hot path each thread appends raw records (a stamp on one clock for
 //!   every thread, a span id, a `&'static` callsite, field values) to a buffer
 //!   of its own for that capture and hands it over in batches; nothing is
-//!   allocated per event once the buffers are warm. A record's claim on its
-//!   buffer is two plain stores and a load on Linux, where the first capture
-//!   of a process that has one thread registers for the kernel's
-//!   process-wide memory barriers (`membarrier`), which the writer then pays
-//!   for each partial batch it takes; elsewhere, or in a process that
-//!   already had threads, it is an atomic swap. Batches wait for the
+//!   allocated per event once the buffers are warm. A record claims its
+//!   buffer with an atomic swap (the writer may take a partial batch at any
+//!   time), never a lock. Batches wait for the
 //!   writer up to a memory budget ([`Config::with_memory_budget`], 64 MiB);
 //!   past it the thread waits for the writer to make room
 //!   ([`Report::waited_ns`]). Only a writer that makes no progress for a

@@ -160,37 +160,6 @@ pub(crate) fn kernel_keeps_time_with_the_counter() -> bool {
         .is_some_and(|source| source.trim_ascii() == b"tsc")
 }
 
-/// Whether a recording thread claims its buffer with plain stores, a taker
-/// of its batch then making every thread of the process pass a memory
-/// barrier ([`barrier_on_all_threads`]); otherwise each claim is an atomic
-/// swap. Decided once, by [`prepare_fast_claims`] (see
-/// `buffer::ThreadBuf`).
-#[inline(always)]
-pub(crate) fn fast_claims() -> bool {
-    platform::fast_claims()
-}
-
-/// Turns fast claims on, at the first capture of a process, where the
-/// kernel gives a process memory barriers on all its threads and
-/// registering for them is cheap: while the process has one thread (a few
-/// µs; with more, the kernel waits out a grace period of 10-25 ms here,
-/// and claims stay atomic swaps). A forked child goes back to swaps.
-pub(crate) fn prepare_fast_claims() {
-    platform::prepare_fast_claims()
-}
-
-/// Turns fast claims on in a test's process of its own, before any capture.
-#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
-pub(crate) fn force_fast_claims() -> bool {
-    platform::force_fast_claims()
-}
-
-/// Makes every running thread of the process pass a full memory barrier;
-/// false if the kernel refused (never expected once fast claims are on).
-pub(crate) fn barrier_on_all_threads() -> bool {
-    platform::barrier_on_all_threads()
-}
-
 /// Why some process figures are `None` on this platform, or `None` when every
 /// figure is read.
 pub fn missing() -> Option<&'static str> {

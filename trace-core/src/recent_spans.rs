@@ -63,15 +63,13 @@ impl RecentSpan {
 /// with release ordering, over an entry whose id is 0). Any thread may clear
 /// the id of a span it closes, with a compare-and-swap, and may read an entry
 /// seqlock-style: the id, the contents, then the id again.
-///
-/// All zero bytes are an empty ring (every id 0): a thread's buffer is
-/// allocated with its ring zeroed in place (`ThreadBuf::new_shared`).
+
 pub(crate) struct RecentSpans {
     pub entries: [RecentSpan; RECENT_SPANS],
 }
 
 impl RecentSpans {
-    /// An empty ring, built field by field: what the zeroed one must equal.
+    /// An empty ring: every id 0.
     pub(crate) fn new() -> RecentSpans {
         RecentSpans { entries: std::array::from_fn(|_| RecentSpan::default()) }
     }
@@ -104,22 +102,5 @@ impl RecentSpans {
     /// Another thread clears `id`'s entry; false if the ring no longer holds it.
     pub(crate) fn clear(&self, id: u64) -> bool {
         self.entry(id).id.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-    }
-}
-
-#[cfg(test)]
-mod zeroed {
-    use super::*;
-
-    #[test]
-    fn an_empty_ring_is_all_zero_bytes() {
-        let ring = RecentSpans::new();
-        let fields_zero = ring.entries.iter().all(|e| {
-            e.id.load(Ordering::Relaxed) == 0
-                && e.meta.load(Ordering::Relaxed).is_null()
-                && e.inner.load(Ordering::Relaxed) == 0
-                && !e.captured.load(Ordering::Relaxed)
-        });
-        assert!(fields_zero, "an empty ring's entries are 0, null and false: zeroed memory is one");
     }
 }

@@ -10,13 +10,12 @@
 //! does not shift the later ones). The thread is started by the first
 //! capture that samples, and it ends when the last running capture stops:
 //! the stop wakes it, and it returns while the finish is still writing the
-//! files. A thread still alive, even asleep, when the process exits costs
-//! the command's exit 0.1-0.6 ms of wall time on a virtual machine (the exit
-//! has to wake it on another processor and wait for it), about a third of a
-//! short command's whole capture cost at `info`; one that ends at the stop
-//! is gone by then. A later capture starts the thread again (a
-//! `pthread_create`, whose stack the C library keeps for reuse). It never
-//! blocks the command: sending into a writer's channel does not wait.
+//! files. A thread still alive, even asleep, when the process exits delays
+//! the command's exit (the exit has to wake it on another processor and wait
+//! for it); one that ends at the stop is gone by then. A later capture
+//! starts the thread again (a `pthread_create`, whose stack the C library
+//! keeps for reuse). It never blocks the command: sending into a writer's
+//! channel does not wait.
 //!
 //! The first capture to sample puts itself in the list before it starts the
 //! thread, so the thread finds it there and sleeps once, until the first

@@ -225,7 +225,6 @@ impl Session {
         };
         let stamps = Stamps::start();
         let base = Instant::now();
-        os::prepare_fast_claims();
         let threads = Arc::new(Threads::new(stamps, Handoff::new(tx, recycle_rx, config.memory_budget())));
         let pending = Pending { rx, recycle: recycle_tx, sinks: files, start };
         let core = Arc::new(Core {

@@ -131,7 +131,7 @@ impl CaptureSubscriber {
         }
         next_seq.set(seq + 1);
         let id = (thread << SEQ_BITS) | seq;
-        let e = buf.spans.entry(id);
+        let e = buf.recent_spans.entry(id);
         let old = e.id.load(Ordering::Relaxed);
         if old != 0 {
             self.displace(e, old);
@@ -165,7 +165,7 @@ impl CaptureSubscriber {
     #[inline]
     fn info_of(&self, own: Option<&ThreadBuf>, id: u64) -> Option<SpanInfo> {
         if let Some(own) = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1) {
-            let e = own.spans.entry(id);
+            let e = own.recent_spans.entry(id);
             if e.id.load(Ordering::Relaxed) == id {
                 return Some(e.own_info());
             }
@@ -179,7 +179,7 @@ impl CaptureSubscriber {
     fn info_elsewhere(&self, id: u64) -> Option<SpanInfo> {
         let thread = id >> SEQ_BITS;
         if thread > 0 {
-            if let Some(Some(info)) = self.core.threads.with_buf(thread - 1, |b| b.spans.read(id)) {
+            if let Some(Some(info)) = self.core.threads.with_buf(thread - 1, |b| b.recent_spans.read(id)) {
                 return Some(info);
             }
         }
@@ -211,7 +211,7 @@ impl CaptureSubscriber {
     #[inline]
     fn forget(&self, own: Option<&ThreadBuf>, id: u64) -> Option<SpanInfo> {
         if let Some(own) = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1) {
-            let e = own.spans.entry(id);
+            let e = own.recent_spans.entry(id);
             // Only this thread stores into its ring, and only one handle closes
             // a span: nothing can change this entry in between.
             if e.id.load(Ordering::Relaxed) == id {
@@ -226,7 +226,7 @@ impl CaptureSubscriber {
     #[cold]
     fn forget_elsewhere(&self, id: u64) -> Option<SpanInfo> {
         let thread = id >> SEQ_BITS;
-        if thread > 0 && self.core.threads.with_buf(thread - 1, |b| b.spans.clear(id)) == Some(true) {
+        if thread > 0 && self.core.threads.with_buf(thread - 1, |b| b.recent_spans.clear(id)) == Some(true) {
             // Cleared from another thread's ring; what it held is not needed.
             return None;
         }
@@ -565,7 +565,7 @@ mod tests {
         assert_eq!(s.clones.load(Ordering::Relaxed), 0);
         for buf in shared.threads.list.lock().iter() {
             let held: Vec<u64> = buf
-                .spans
+                .recent_spans
                 .entries
                 .iter()
                 .map(|e| e.id.load(Ordering::Relaxed))

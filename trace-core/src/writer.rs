@@ -20,9 +20,8 @@
 //! adjacent records, a [`Kind::NewEnter`] and a [`Kind::ExitClose`]; when no
 //! other thread's record is stamped before its close, the writer sends its
 //! begin and end at once, its fields borrowed from the batch, and never puts
-//! it in a table or on a thread's stack (`Writer::leaf`). This halved the
-//! writer's own work a span (callgrind, the `spans` benchmark: about 1,110
-//! instructions a span outside the sinks, 610 after).
+//! it in a table or on a thread's stack (`Writer::leaf`), which is most of
+//! the writer's work saved for such a span.
 //!
 //! # Sinks
 //!
@@ -260,10 +259,6 @@ pub(crate) struct Writer {
     scratch: [Scratch; 2],
     /// Spans that run in pieces, and flows.
     span_lives: span_lives::SpanLives,
-    /// The sinks that read span begins ([`Sink::wants_span_begins`]).
-    begins: Vec<usize>,
-    /// For each sink, whether it is in `begins`.
-    wants_begins: Vec<bool>,
 }
 
 /// What the writer hands back at the end.
@@ -289,8 +284,6 @@ impl Writer {
         for s in &mut sinks {
             s.call(|sink, out| sink.start(&info, out));
         }
-        let wants_begins: Vec<bool> = sinks.iter().map(|s| s.sink.wants_span_begins()).collect();
-        let begins = (0..sinks.len()).filter(|&k| wants_begins[k]).collect();
         let anchors = threads.stamps.ticks.then(|| Anchors::new(threads.stamps.first_anchor));
         Writer {
             threads,
@@ -304,8 +297,6 @@ impl Writer {
             unclosed: 0,
             scratch: Default::default(),
             span_lives: span_lives::SpanLives::default(),
-            begins,
-            wants_begins,
         }
     }
 
@@ -402,7 +393,7 @@ impl Writer {
 
     /// Applies every record that can be put in order now; if a thread holds
     /// the merge back, takes its partial batch and tries again: every thread
-    /// that holds it back at once, with one barrier for them all.
+    /// that holds it back at once.
     fn advance(&mut self) {
         self.drain(self.watermark());
         // While batches wait in the channel, they may be what holds the merge
@@ -738,13 +729,8 @@ impl Writer {
             unclosed: false,
             cpu,
         };
-        // One call a sink: both events for those that read begins.
-        for (s, &both) in self.sinks.iter_mut().zip(&self.wants_begins) {
-            match both {
-                true => s.call(|sink, out| sink.leaf_span(&begin, &end, out)),
-                false => s.call(|sink, out| sink.event(&end, out)),
-            }
-        }
+        feed(&mut self.sinks, &begin);
+        feed(&mut self.sinks, &end);
         scratch.put(fields);
         true
     }
@@ -763,11 +749,7 @@ impl Writer {
             fields: &fields,
             thread_cpu_ns: open.begin_cpu,
         };
-        for &k in &self.begins {
-            if let Some(s) = self.sinks.get_mut(k) {
-                s.call(|sink, out| sink.event(&event, out));
-            }
-        }
+        feed(&mut self.sinks, &event);
         scratch.put(fields);
         if let Some(state) = self.thread_states[i].as_mut() {
             state.stack.push(open);
@@ -971,7 +953,7 @@ pub(crate) struct Pending {
 /// A short command (a few hundred records on each thread) never fills a batch,
 /// so nothing is sent before the capture finishes: its records are then turned
 /// into events on the finishing thread, which saves the thread's start and
-/// exit (about 55 µs, a third of a short capture's fixed cost). Otherwise the
+/// exit. Otherwise the
 /// first thread to hand a batch over starts the writer thread. If the thread
 /// cannot be started, the batches wait in the channel (up to the memory
 /// budget; past it they are dropped and counted) and the finish processes them.
@@ -1135,48 +1117,24 @@ mod leaf_tests {
 
     use crate::{Config, Event, Finish, Session, Sink};
 
-    /// Writes down each event as `call:kind:name`; with `own_leaf`, takes
-    /// leaf spans through its own [`Sink::leaf_span`].
-    struct Log {
-        own_leaf: bool,
-        lines: Arc<Mutex<Vec<String>>>,
-    }
-
-    impl Log {
-        fn note(&self, call: &str, event: &Event<'_>) {
-            let what = match event {
-                Event::SpanBegin { site, .. } => format!("begin:{}", site.name),
-                Event::SpanEnd { site, fields, .. } => format!("end:{}:{}", site.name, fields.len()),
-                Event::Instant { site, .. } => format!("instant:{}", site.name),
-                _ => return,
-            };
-            self.lines.lock().unwrap().push(format!("{call}:{what}"));
-        }
-    }
+    /// Writes down each event as `kind:name`.
+    struct Log(Arc<Mutex<Vec<String>>>);
 
     impl Sink for Log {
         fn name(&self) -> &'static str {
             "log"
         }
         fn suffix(&self) -> &'static str {
-            if self.own_leaf {
-                "leaf.txt"
-            } else {
-                "plain.txt"
-            }
+            "log.txt"
         }
         fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
-            self.note("event", event);
-            Ok(())
-        }
-        fn leaf_span(&mut self, begin: &Event<'_>, end: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
-            if !self.own_leaf {
-                self.note("event", begin);
-                self.note("event", end);
-                return Ok(());
-            }
-            self.note("leaf", begin);
-            self.note("leaf", end);
+            let what = match event {
+                Event::SpanBegin { site, fields, .. } => format!("begin:{}:{}", site.name, fields.len()),
+                Event::SpanEnd { site, fields, .. } => format!("end:{}:{}", site.name, fields.len()),
+                Event::Instant { .. } => "instant".to_string(),
+                _ => return Ok(()),
+            };
+            self.0.lock().unwrap().push(what);
             Ok(())
         }
         fn finish(&mut self, _end: &Finish<'_>, _out: &mut dyn Write) -> io::Result<()> {
@@ -1185,17 +1143,13 @@ mod leaf_tests {
     }
 
     #[test]
-    fn a_leaf_span_comes_in_one_call_with_the_events_two_calls_would_give() {
+    fn leaf_spans_and_the_others_reach_a_sink_as_begins_and_ends_in_order_with_their_fields() {
         let dir = tempfile::tempdir().unwrap();
         let config = Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
             .unwrap()
             .unwrap();
-        let (leaf, plain) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
-        let sinks: Vec<Box<dyn Sink>> = vec![
-            Box::new(Log { own_leaf: true, lines: leaf.clone() }),
-            Box::new(Log { own_leaf: false, lines: plain.clone() }),
-        ];
-        let session = Session::start(&config, "leaf", sinks).unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let session = Session::start(&config, "leaf", vec![Box::new(Log(log.clone()))]).unwrap();
         session.in_scope(|| {
             tracing::info_span!("first", a = 1).in_scope(|| ());
             tracing::info_span!("parent").in_scope(|| {
@@ -1207,25 +1161,22 @@ mod leaf_tests {
             twice.in_scope(|| ());
         });
         assert!(session.finish().is_complete());
-        let leaf = leaf.lock().unwrap().clone();
-        let plain = plain.lock().unwrap().clone();
-        // The same events in the same order, however they were called.
-        let strip = |l: &[String]| -> Vec<String> {
-            l.iter().map(|s| s.split_once(':').map_or(s.clone(), |(_, w)| w.to_string())).collect()
-        };
-        assert_eq!(strip(&leaf), strip(&plain));
-        assert!(plain.iter().all(|l| l.starts_with("event:")), "{plain:?}");
-        // Spans with nothing between their begin and end come in one call;
-        // one with a child or an event inside, or in pieces, does not.
-        for name in ["first", "child"] {
-            assert!(leaf.contains(&format!("leaf:begin:{name}")), "{name}: {leaf:?}");
-        }
-        for name in ["parent", "twice", "command"] {
-            assert!(
-                !leaf.iter().any(|l| l.starts_with("leaf:") && l.ends_with(&format!(":{name}"))),
-                "{name}: {leaf:?}"
-            );
-        }
-        assert!(leaf.contains(&"leaf:end:child:2".to_string()), "{leaf:?}");
+        let log = log.lock().unwrap().clone();
+        let expected = [
+            "begin:first:1",
+            "end:first:1",
+            "begin:parent:0",
+            "begin:child:2",
+            "end:child:2",
+            "instant",
+            "end:parent:0",
+            "begin:twice:0",
+            "end:twice:0",
+            "begin:twice:0",
+            "end:twice:0",
+        ];
+        let start = log.iter().position(|l| l == "begin:first:1").expect("the first span");
+        let got: Vec<&str> = log[start..].iter().map(String::as_str).collect();
+        assert_eq!(&got[..expected.len()], &expected, "{log:?}");
     }
 }

@@ -418,11 +418,6 @@ impl Sink for ChromeSink {
         self.out.write_some(out)
     }
 
-    fn wants_span_begins(&self) -> bool {
-        // A slice is written whole at its end, as one complete (`X`) event.
-        false
-    }
-
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
         // The most common event first, the others out of line (so that
         // their code takes no registers from this one's).

@@ -520,11 +520,6 @@ impl Sink for SummarySink {
         Ok(())
     }
 
-    fn wants_span_begins(&self) -> bool {
-        // A span's totals come from its end alone.
-        false
-    }
-
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
         let files: Vec<TraceFile> = end
             .files

@@ -36,86 +36,6 @@ pub(super) fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
 }
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
-mod claims {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Once;
-
-    /// `membarrier(2)` commands (linux/membarrier.h).
-    const PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
-    const REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
-
-    static FAST: AtomicBool = AtomicBool::new(false);
-
-    #[inline(always)]
-    pub(in crate::os) fn fast_claims() -> bool {
-        FAST.load(Ordering::Relaxed)
-    }
-
-    pub(in crate::os) fn prepare_fast_claims() {
-        static ONCE: Once = Once::new();
-        ONCE.call_once(|| {
-            use std::os::unix::fs::MetadataExt;
-            // A task directory links to itself, its parent and each thread.
-            let alone = std::fs::metadata("/proc/self/task").is_ok_and(|m| m.nlink() == 3);
-            if !alone {
-                return;
-            }
-            // SAFETY: membarrier takes a command, flags and a processor id, no pointers.
-            let registered =
-                unsafe { libc::syscall(libc::SYS_membarrier, REGISTER_PRIVATE_EXPEDITED, 0, 0) } == 0;
-            if registered {
-                // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-                unsafe { libc::pthread_atfork(None, None, Some(forked)) };
-                // No other thread exists yet to see the change half made.
-                FAST.store(true, Ordering::Relaxed);
-            }
-        });
-    }
-
-    /// A forked child's registration is not its parent's: back to swaps,
-    /// while it has one thread.
-    extern "C" fn forked() {
-        FAST.store(false, Ordering::Relaxed);
-    }
-
-    pub(in crate::os) fn barrier_on_all_threads() -> bool {
-        // SAFETY: as above.
-        unsafe { libc::syscall(libc::SYS_membarrier, PRIVATE_EXPEDITED, 0, 0) == 0 }
-    }
-
-    /// Registers and turns fast claims on whatever the threads (a test's
-    /// process of its own, before any capture); false if refused.
-    #[cfg(test)]
-    pub(in crate::os) fn force_fast_claims() -> bool {
-        // SAFETY: as in `prepare_fast_claims`.
-        let registered =
-            unsafe { libc::syscall(libc::SYS_membarrier, REGISTER_PRIVATE_EXPEDITED, 0, 0) } == 0;
-        FAST.store(registered, Ordering::Relaxed);
-        registered
-    }
-}
-
-#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
-pub(super) use claims::force_fast_claims;
-#[cfg(any(target_os = "linux", target_os = "android"))]
-pub(super) use claims::{barrier_on_all_threads, fast_claims, prepare_fast_claims};
-
-/// Claims stay atomic swaps here (see `os::fast_claims`).
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-#[inline(always)]
-pub(super) fn fast_claims() -> bool {
-    false
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(super) fn prepare_fast_claims() {}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(super) fn barrier_on_all_threads() -> bool {
-    false
-}
-
 #[inline]
 pub(super) fn thread_cpu_ns() -> Option<u64> {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
@@ -322,9 +242,9 @@ fn status_hwm_kib() -> Option<u64> {
 
 /// Reads a file the kernel generates when it is read (procfs, sysfs) with
 /// a single `read` into `buf`: open, read, close. `std::fs::read` adds a
-/// `statx` for a size hint and a second read to see the end, each a
-/// system call of 5-20 µs in a process that has not made it before; such a
-/// file is whole in the first read of a buffer larger than it. What the read
+/// `statx` for a size hint and a second read to see the end, two more
+/// system calls; such a file is whole in the first read of a buffer larger
+/// than it. What the read
 /// returned, which is the whole file only if shorter than `buf`.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(super) fn read_small<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {

@@ -78,18 +78,6 @@ impl Sampler {
 }
 
 /// Starts `main` on a `std` thread that is never joined.
-/// Claims stay atomic swaps here (see `os::fast_claims`).
-#[inline(always)]
-pub(super) fn fast_claims() -> bool {
-    false
-}
-
-pub(super) fn prepare_fast_claims() {}
-
-pub(super) fn barrier_on_all_threads() -> bool {
-    false
-}
-
 pub(super) fn spawn_detached(main: &'static ThreadMain, stack_bytes: usize) -> io::Result<()> {
     std::thread::Builder::new()
         .name(main.name.to_string_lossy().into_owned())
