@@ -31,7 +31,7 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Mutex, RwLock};
 
 use crate::event::{LaneReport, Resources, Tid};
-use crate::record::{Batch, OwnedLane, Stamps};
+use crate::record::{Batch, OwnedLane, CaptureClock};
 use crate::recent_spans::{SpanInfo, RecentSpans};
 
 /// The default memory budget for batches waiting for the writer.
@@ -305,8 +305,8 @@ impl Local {
 
     /// A stamp read now, remembered as the thread's latest.
     #[inline(always)]
-    pub(crate) fn stamp(&mut self, stamps: &Stamps) -> u64 {
-        self.last_ts = stamps.now();
+    pub(crate) fn stamp(&mut self, clock: &CaptureClock) -> u64 {
+        self.last_ts = clock.now();
         self.last_ts
     }
 }
@@ -366,8 +366,8 @@ impl ThreadBuf {
 
     /// [`steal_all`] for this buffer alone.
     #[cfg(test)]
-    pub(crate) fn steal(&self, stamps: &Stamps, fresh: impl FnOnce() -> Batch) -> Option<Taken> {
-        take_partial(self.claim(), stamps.now(), fresh)
+    pub(crate) fn steal(&self, clock: &CaptureClock, fresh: impl FnOnce() -> Batch) -> Option<Taken> {
+        take_partial(self.claim(), clock.now(), fresh)
     }
 }
 
@@ -396,14 +396,14 @@ fn take_last(mut local: Claim<'_>) -> Taken {
 /// empty one, that nothing was stamped before now), giving each `fresh`.
 pub(crate) fn steal_all(
     bufs: &[Arc<ThreadBuf>],
-    stamps: &Stamps,
+    clock: &CaptureClock,
     mut fresh: impl FnMut() -> Batch,
 ) -> Vec<Option<Taken>> {
     let bufs: Vec<&ThreadBuf> = bufs.iter().map(|b| &**b).collect();
     let claims = claims_to_take(&bufs);
     // One reading under every claim: the threads taken together are known
     // up to the same stamp, so none holds the merge back before the others.
-    let until = stamps.now();
+    let until = clock.now();
     claims.into_iter().map(|c| take_partial(c, until, &mut fresh)).collect()
 }
 
@@ -462,7 +462,7 @@ impl Drop for Claim<'_> {
 /// Every thread that has recorded into one capture.
 pub(crate) struct Threads {
     pub capture_id: u64,
-    pub stamps: Stamps,
+    pub clock: CaptureClock,
     pub handoff: Handoff,
     /// The buffers in order of registration. The writer holds this lock while
     /// it takes the threads' last records, so a thread must never wait for it
@@ -476,10 +476,10 @@ pub(crate) struct Threads {
 static NEXT_CAPTURE: AtomicU64 = AtomicU64::new(1);
 
 impl Threads {
-    pub(crate) fn new(stamps: Stamps, handoff: Handoff) -> Threads {
+    pub(crate) fn new(clock: CaptureClock, handoff: Handoff) -> Threads {
         Threads {
             capture_id: NEXT_CAPTURE.fetch_add(1, Ordering::Relaxed),
-            stamps,
+            clock,
             handoff,
             list: Mutex::new(Vec::new()),
             by_index: RwLock::new(Vec::new()),
@@ -499,7 +499,7 @@ impl Threads {
         };
         // Under the lock: a writer that has seen the list knows this thread
         // records nothing stamped before it registered.
-        let registered = self.stamps.now();
+        let registered = self.clock.now();
         let buf = ThreadBuf::new_shared(list.len() as u32, tid, name, self.handoff.first_batch(), registered);
         list.push(buf.clone());
         self.by_index.write().push(buf.clone());
@@ -569,7 +569,7 @@ impl Threads {
         if local.closed {
             return Filled::Closed;
         }
-        let ts = if stamp { local.stamp(&self.stamps) } else { local.last_ts };
+        let ts = if stamp { local.stamp(&self.clock) } else { local.last_ts };
         fill(&mut local.batch, ts);
         if local.batch.is_full() {
             let (handoff, bytes) = (&self.handoff, local.batch.bytes());
@@ -725,7 +725,7 @@ mod hand_over_stress {
     use std::time::{Duration, Instant};
 
     use super::{close_all, steal_all, Filled, Handoff, Msg, Threads};
-    use crate::record::{Batch, Kind, Stamps};
+    use crate::record::{Batch, Kind, CaptureClock};
 
     /// A small random number generator (xorshift64*): the seed of a failing
     /// round is printed, and reproduces it as far as the scheduler lets it.
@@ -755,7 +755,7 @@ mod hand_over_stress {
         let mut rng = Rng(seed | 1);
         let (tx, rx) = crossbeam_channel::unbounded();
         let (recycle_tx, recycle_rx) = crossbeam_channel::unbounded();
-        let threads = Arc::new(Threads::new(Stamps::start(), Handoff::new(tx, recycle_rx, usize::MAX)));
+        let threads = Arc::new(Threads::new(CaptureClock::start(), Handoff::new(tx, recycle_rx, usize::MAX)));
         let seen = Arc::new(Mutex::new(Seen::new()));
         let done = Arc::new(AtomicBool::new(false));
 
@@ -773,7 +773,7 @@ mod hand_over_stress {
                     }
                     if rng.below(4) == 0 {
                         let list = threads.list.lock().clone();
-                        let taken = steal_all(&list, &threads.stamps, || threads.handoff.first_batch());
+                        let taken = steal_all(&list, &threads.clock, || threads.handoff.first_batch());
                         for (buf, taken) in list.iter().zip(taken).filter_map(|(b, t)| Some((b, t?))) {
                             keep(&seen, buf.index, taken.seq, taken.batch.as_ref(), seed);
                         }

@@ -168,7 +168,7 @@ impl Anchors {
         }
         let last = n - 2;
         let i = match near.segment {
-            // Stamps mostly increase: the next segments first.
+            // CaptureClock mostly increase: the next segments first.
             Some(mut i) if i <= last && tick >= p[i].tick => {
                 while i < last && p[i + 1].tick <= tick {
                     i += 1;

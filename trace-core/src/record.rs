@@ -6,7 +6,7 @@
 //! appended to the batch's own string). Converting and encoding happen later,
 //! on the writer's side.
 //!
-//! Every record carries a stamp on one clock for all threads ([`Stamps`]), so
+//! Every record carries a stamp on one clock for all threads ([`CaptureClock`]), so
 //! that the writer can put the records of every thread back in the order they
 //! happened: a span created on one thread and entered, recorded or closed on
 //! another is then seen in that order, whichever thread's batch arrives first.
@@ -267,7 +267,7 @@ impl Batch {
 /// usable ([`crate::clock`]), nanoseconds since the capture's start otherwise.
 /// Either way one clock for every thread, increasing with real time.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Stamps {
+pub(crate) struct CaptureClock {
     /// Whether stamps are counter ticks.
     pub ticks: bool,
     /// `CLOCK_MONOTONIC` at the capture's start, in nanoseconds.
@@ -276,13 +276,13 @@ pub(crate) struct Stamps {
     pub first_anchor: Anchor,
 }
 
-impl Stamps {
+impl CaptureClock {
     /// A clock for a capture starting now.
-    pub(crate) fn start() -> Stamps {
+    pub(crate) fn start() -> CaptureClock {
         let ticks = clock::counter_usable();
         let first_anchor =
             if ticks { Anchor::now() } else { Anchor { tick: 0, ns: crate::os::monotonic_ns() } };
-        Stamps { ticks, base_mono_ns: first_anchor.ns, first_anchor }
+        CaptureClock { ticks, base_mono_ns: first_anchor.ns, first_anchor }
     }
 
     /// Nanoseconds since the capture's start.

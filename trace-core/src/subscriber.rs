@@ -494,7 +494,7 @@ mod tests {
 
     use super::*;
     use crate::buffer::{Handoff, Msg, Threads};
-    use crate::record::{Batch, Kind, Stamps};
+    use crate::record::{Batch, Kind, CaptureClock};
     use crate::recent_spans::RECENT_SPANS;
     use crate::writer::{Pending, StartOwned, WriterCell};
 
@@ -503,7 +503,7 @@ mod tests {
     fn rig() -> (Dispatch, Arc<Core>, Receiver<Msg>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (recycle_tx, recycle) = crossbeam_channel::bounded(1);
-        let threads = Arc::new(Threads::new(Stamps::start(), Handoff::new(tx, recycle, usize::MAX)));
+        let threads = Arc::new(Threads::new(CaptureClock::start(), Handoff::new(tx, recycle, usize::MAX)));
         let start = StartOwned {
             command: "test".into(),
             stem: "test".into(),
@@ -697,7 +697,7 @@ mod tests {
 
     /// The heap bytes of the batch thread `index` holds now.
     fn held_bytes(shared: &Shared, index: u64) -> usize {
-        let held = shared.threads.with_buf(index, |b| b.steal(&shared.threads.stamps, Batch::default));
+        let held = shared.threads.with_buf(index, |b| b.steal(&shared.threads.clock, Batch::default));
         // What the steal took out is sent back as it was: only its size matters.
         held.flatten().and_then(|t| t.batch).map_or(0, |b| b.bytes())
     }

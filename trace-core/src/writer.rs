@@ -276,7 +276,7 @@ impl Writer {
             stem: &start.stem,
             pid: start.pid,
             start_unix_ms: start.start_unix_ms,
-            start_ns: threads.stamps.base_mono_ns,
+            start_ns: threads.clock.base_mono_ns,
             startup_us: start.startup_us,
             filter: &start.filter,
             family: Some(&start.family),
@@ -284,7 +284,7 @@ impl Writer {
         for s in &mut sinks {
             s.call(|sink, out| sink.start(&info, out));
         }
-        let anchors = threads.stamps.ticks.then(|| Anchors::new(threads.stamps.first_anchor));
+        let anchors = threads.clock.ticks.then(|| Anchors::new(threads.clock.first_anchor));
         Writer {
             threads,
             rx,
@@ -417,7 +417,7 @@ impl Writer {
             return;
         }
         let handoff = &self.threads.handoff;
-        let taken = buffer::steal_all(&behind, &self.threads.stamps, || handoff.first_batch());
+        let taken = buffer::steal_all(&behind, &self.threads.clock, || handoff.first_batch());
         for (buf, taken) in behind.iter().zip(taken) {
             if let Some(taken) = taken {
                 self.taken(buf.index, taken);
@@ -528,7 +528,7 @@ impl Writer {
     /// The monotonic time of a record of thread `i` stamped `stamp`.
     #[inline]
     fn time(&mut self, i: usize, stamp: u64) -> u64 {
-        let base = self.threads.stamps.base_mono_ns;
+        let base = self.threads.clock.base_mono_ns;
         match self.thread_states[i].as_mut() {
             Some(l) => thread_time(self.anchors.as_ref(), base, l, stamp),
             None => self.anchors.as_ref().map_or(base + stamp, |a| a.ns(stamp)),
@@ -697,7 +697,7 @@ impl Writer {
     #[inline]
     fn leaf(&mut self, i: usize, batch: &Batch, enter: &Raw, close: &Raw) -> bool {
         let Some(meta) = enter.meta else { return false };
-        let base = self.threads.stamps.base_mono_ns;
+        let base = self.threads.clock.base_mono_ns;
         let Some(state) = self.thread_states[i].as_mut() else { return false };
         // With one lookup of the thread.
         let begin_ts = thread_time(self.anchors.as_ref(), base, state, enter.ts);
@@ -777,7 +777,7 @@ impl Writer {
         // end them where the loss began, not here.
         let gap_ns = state.gap_from.map(|from| match &self.anchors {
             Some(a) => a.ns(from),
-            None => self.threads.stamps.base_mono_ns + from,
+            None => self.threads.clock.base_mono_ns + from,
         });
         let above: Vec<Open> = state.stack.drain(pos + 1..).rev().collect();
         let own = state.stack.pop();
@@ -908,7 +908,7 @@ impl Writer {
         self.drain(u64::MAX);
         // No record's time is after the end, whichever clock stamped it.
         let last = self.thread_states.iter().flatten().map(|l| l.last_ns).max().unwrap_or(0);
-        let end_ns = (self.threads.stamps.base_mono_ns + end_rel).max(last);
+        let end_ns = (self.threads.clock.base_mono_ns + end_rel).max(last);
         for i in 0..self.thread_states.len() {
             let Some(state) = self.thread_states[i].as_mut() else { continue };
             let tid = state.tid;
@@ -1079,7 +1079,7 @@ fn run(threads: Arc<Threads>, p: Pending) -> Outcome {
                 }
             }
             // Every sender is gone without a finish: end at the last moment we know.
-            Err(_) => break (w.threads.stamps.rel_now(), Resources::default()),
+            Err(_) => break (w.threads.clock.rel_now(), Resources::default()),
         }
     };
     w.finish(&rx, end_rel, resources)
