@@ -31,8 +31,8 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Mutex, RwLock};
 
 use crate::event::{LaneReport, Resources, Tid};
-use crate::record::{Batch, OwnedLane, CaptureClock};
-use crate::recent_spans::{SpanInfo, RecentSpans};
+use crate::recent_spans::{RecentSpans, SpanInfo};
+use crate::record::{Batch, CaptureClock, OwnedLane};
 
 /// The default memory budget for batches waiting for the writer.
 pub(crate) const DEFAULT_BUDGET: usize = 64 * 1024 * 1024;
@@ -725,7 +725,7 @@ mod hand_over_stress {
     use std::time::{Duration, Instant};
 
     use super::{close_all, steal_all, Filled, Handoff, Msg, Threads};
-    use crate::record::{Batch, Kind, CaptureClock};
+    use crate::record::{Batch, CaptureClock, Kind};
 
     /// A small random number generator (xorshift64*): the seed of a failing
     /// round is printed, and reproduces it as far as the scheduler lets it.
@@ -841,7 +841,11 @@ mod hand_over_stress {
         let mut got: BTreeMap<u64, u64> = BTreeMap::new();
         for (thread, batches) in seen.iter() {
             let seqs: Vec<u64> = batches.keys().copied().collect();
-            assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "seed {seed}: buffer {thread}'s batches");
+            assert_eq!(
+                seqs,
+                (0..seqs.len() as u64).collect::<Vec<_>>(),
+                "seed {seed}: buffer {thread}'s batches"
+            );
             for id in batches.values().flatten() {
                 let (w, i) = (id >> 32, id & 0xffff_ffff);
                 let next = got.entry(w).or_default();

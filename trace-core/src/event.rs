@@ -126,8 +126,7 @@ impl<'a> Site<'a> {
     /// Whether this site's strings, and the names of the fields that come with
     /// it in the same event, are a `tracing` call site's: `'static` text that
     /// never changes at its address. A sink may then recognise a string it
-    /// has seen by its address and length alone, without comparing the text
-    /// (the writer's events cost a third less in the sinks' caches this way).
+    /// has seen by its address and length alone, without comparing the text.
     /// True only for a site made by [`Site::of`]; the writer gives such sites
     /// only the call site's own field names.
     pub const fn has_static_text(&self) -> bool {

@@ -69,10 +69,13 @@
 //! - [`bind`] and [`spawn`] carry the capture to helper threads; [`current`]
 //!   gives code inside the command a [`Handle`] to add external lanes.
 //!
-//! The modules read top-down: `record` (raw records and their clock),
-//! `buffer` (per-thread buffers, hand-over, budget), `writer` (the merge and
-//! the sinks; `writer::span_lives`, spans in pieces and flows), `capture` (a capture's state and the record protocol), then
-//! the front-ends `subscriber` and `layer`, and `session`.
+//! The modules read top-down: `clock` (timestamps and their conversion),
+//! `record` (raw records), `buffer` (per-thread buffers, hand-over, budget),
+//! `writer` (the merge and the sinks; `writer::fields`, a span's fields;
+//! `writer::span_lives`, spans in pieces and flows), `capture` (a capture's
+//! state and the record protocol), then the front-ends `subscriber` (with
+//! `recent_spans` and `callsite_answers`, what it keeps per thread and per
+//! call site) and `layer`, and `session`.
 //!
 //! # Example
 //!
@@ -119,6 +122,7 @@
 // writer, the capture's state and record protocol, then the two front-ends
 // (the capture's own subscriber and a registry layer), and the session.
 mod buffer;
+mod callsite_answers;
 mod capture;
 mod clock;
 mod config;
@@ -127,12 +131,11 @@ mod family;
 mod filter;
 mod layer;
 pub mod os;
-mod record;
 mod recent_spans;
+mod record;
 mod sampler;
 mod session;
 mod sink;
-mod callsite_answers;
 mod subscriber;
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod test_child;
@@ -143,8 +146,8 @@ pub use config::{
     Config, ConfigError, ErrorKind, DEFAULT_CPU, DEFAULT_FILTER, DEFAULT_SAMPLE, MAX_SAMPLE, MIN_SAMPLE,
 };
 pub use event::{
-    instant_name, Event, Field, FileStatus, Finish, FlowKind, LaneReport, LaneSlice, Level, ProcessSample, Resources,
-    Since, Site, Start, ThreadCpu, Tid, Value, INSTANT_NAME_CHARS,
+    instant_name, Event, Field, FileStatus, Finish, FlowKind, LaneReport, LaneSlice, Level, ProcessSample,
+    Resources, Since, Site, Start, ThreadCpu, Tid, Value, INSTANT_NAME_CHARS,
 };
 pub use family::{parse_traceparent, Family, TraceId, PARENT_VAR, TRACEPARENT_VAR};
 pub use layer::CaptureLayer;

@@ -100,28 +100,6 @@ impl Default for ProcessSampler {
     }
 }
 
-/// A thread's name and body, kept in a `static`: what [`spawn_detached`] starts.
-pub(crate) struct ThreadMain {
-    /// Up to 15 bytes are kept on Linux.
-    pub(crate) name: &'static std::ffi::CStr,
-    pub(crate) body: fn(),
-}
-
-/// Starts `main` on a thread of its own with a stack of `stack_bytes`, never
-/// joined: it ends with the process.
-///
-/// On Unix through `pthread_create`, not `std::thread`: a `std` thread's
-/// start-up also asks for the bounds of its stack (which allocates, and so
-/// sets up the thread's `malloc` arena) and maps an alternate signal stack
-/// for its overflow message, ten system calls that the new thread makes
-/// while the one that started it goes on (it preempts that one on a busy
-/// machine). Such a thread has no `std::thread::current()` name and no
-/// overflow message: a body that needs neither, and whose stack use is
-/// small and bounded, is what it is for. On Windows a `std` thread.
-pub(crate) fn spawn_detached(main: &'static ThreadMain, stack_bytes: usize) -> io::Result<()> {
-    platform::spawn_detached(main, stack_bytes)
-}
-
 /// Milliseconds since the Unix epoch.
 pub fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
@@ -154,10 +132,8 @@ pub fn startup_resolution_us() -> u64 {
 /// monotonic clock.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(crate) fn kernel_keeps_time_with_the_counter() -> bool {
-    // The name of the source and a newline; one read (see `read_small`).
-    let mut buf = [0u8; 64];
-    platform::read_small("/sys/devices/system/clocksource/clocksource0/current_clocksource", &mut buf)
-        .is_some_and(|source| source.trim_ascii() == b"tsc")
+    std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        .is_ok_and(|source| source.trim() == "tsc")
 }
 
 /// Why some process figures are `None` on this platform, or `None` when every
@@ -192,9 +168,9 @@ pub fn wait_child(child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> 
 /// calling thread, with `poll`, as `Command::output` does; on Windows
 /// `stderr` on a thread of its own.
 ///
-/// On Unix no thread is started: a thread for each child cost the command
-/// its start and, at its end, a wake-up of the other processor to join it
-/// (0.1-0.5 ms on a virtual machine). Each pipe's result comes apart, so
+/// On Unix no thread is started: a thread for each child would cost the
+/// command its start and, at its end, a wake-up of the other processor to
+/// join it. Each pipe's result comes apart, so
 /// that the caller can still wait for the child when reading one failed.
 pub fn read_pipes(
     stdout: Option<ChildStdout>,
@@ -370,28 +346,6 @@ mod tests {
         let grown = second.resident_bytes.unwrap().saturating_sub(rss);
         assert!(grown > 56 << 20, "touching 64 MiB grew the resident set by {grown} bytes");
         assert!(second.cpu_ns.unwrap() > cpu, "{first:?} then {second:?}");
-    }
-
-    #[test]
-    fn a_detached_thread_runs_its_body_under_its_name() {
-        static NAME: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-        static MAIN: ThreadMain = ThreadMain {
-            name: c"trace-test-main",
-            body: || {
-                let name = if cfg!(target_os = "linux") {
-                    std::fs::read_to_string("/proc/thread-self/comm").unwrap_or_default()
-                } else {
-                    "trace-test-main\n".to_string()
-                };
-                *NAME.lock().unwrap() = Some(name);
-            },
-        };
-        spawn_detached(&MAIN, 64 * 1024).unwrap();
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while NAME.lock().unwrap().is_none() && std::time::Instant::now() < until {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        assert_eq!(NAME.lock().unwrap().as_deref(), Some("trace-test-main\n"));
     }
 
     #[test]

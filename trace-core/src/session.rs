@@ -21,7 +21,7 @@ use crate::event::{Field, FileStatus, LaneReport, LaneSlice};
 use crate::family::{self, Family};
 use crate::layer::{CaptureFilter, CaptureLayer, HideRoot};
 use crate::os::{self, Usage};
-use crate::record::{OwnedLane, OwnedValue, CaptureClock};
+use crate::record::{CaptureClock, OwnedLane, OwnedValue};
 use crate::sink::{CheckedWriter, Sink};
 use crate::subscriber::CaptureSubscriber;
 use crate::writer::{self, Ended, Outcome, Pending, SinkFile, StartOwned, WriterCell};

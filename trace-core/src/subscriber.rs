@@ -39,10 +39,10 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::{Layer, Registry};
 
 use crate::buffer::{Slot, ThreadBuf};
+use crate::callsite_answers::{Answers, CallsiteAnswers};
 use crate::capture::{wants, Core, ROOT_TARGET};
 use crate::layer::max_with_root;
 use crate::recent_spans::{RecentSpan, SpanInfo};
-use crate::callsite_answers::{Answers, CallsiteAnswers};
 
 /// Bits of a span id that count the spans of one thread.
 const SEQ_BITS: u32 = 40;
@@ -494,8 +494,8 @@ mod tests {
 
     use super::*;
     use crate::buffer::{Handoff, Msg, Threads};
-    use crate::record::{Batch, Kind, CaptureClock};
     use crate::recent_spans::RECENT_SPANS;
+    use crate::record::{Batch, CaptureClock, Kind};
     use crate::writer::{Pending, StartOwned, WriterCell};
 
     type Shared = Core;

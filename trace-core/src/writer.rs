@@ -646,7 +646,11 @@ impl Writer {
                 self.table_entry(raw.id);
                 self.span_lives.enter(&mut self.sinks, i, tid, raw.id, meta, ts);
                 let begin_cpu = raw.thread_cpu_ns();
-                self.begin(i, tid, Open { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own: None });
+                self.begin(
+                    i,
+                    tid,
+                    Open { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own: None },
+                );
             }
             Kind::Exit | Kind::ExitClose => {
                 let ts = self.time(i, raw.ts);

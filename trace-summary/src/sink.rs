@@ -6,10 +6,7 @@ use std::io::{self, Write};
 
 use trace_core::{Event, Field, Finish, Sink, Start, Value};
 
-use crate::format::{
-    FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_UNAVAILABLE,
-    SUFFIX,
-};
+use crate::format::{FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_UNAVAILABLE, SUFFIX};
 use crate::model::{Lane, Ninja, ResourceSummary, SpanTotals, Timings, TraceFile};
 
 /// The sum of one integer field: exactly what adding each value in turn to an

@@ -12,7 +12,7 @@
 
 use tracing_core::Metadata;
 
-use super::{borrow_fields, feed, IdMap, ThreadState, SinkFile, Spans};
+use super::{borrow_fields, feed, IdMap, SinkFile, Spans, ThreadState};
 use crate::event::{Event, FlowKind, Site, Tid};
 
 /// Where a span was entered, while it lives.
