@@ -63,7 +63,6 @@ impl RecentSpan {
 /// with release ordering, over an entry whose id is 0). Any thread may clear
 /// the id of a span it closes, with a compare-and-swap, and may read an entry
 /// seqlock-style: the id, the contents, then the id again.
-
 pub(crate) struct RecentSpans {
     pub entries: [RecentSpan; RECENT_SPANS],
 }
