@@ -223,7 +223,7 @@ impl Handoff {
     }
 
     /// Drops `local`'s batch, counting its records, and tells the writer.
-    fn drop_batch(&self, index: u32, local: &mut Local) {
+    fn drop_batch(&self, index: u32, local: &mut ThreadRecords) {
         let seq = local.next_seq();
         let until = local.last_ts;
         self.dropped.fetch_add(local.batch.raws.len() as u64, Ordering::Relaxed);
@@ -234,12 +234,12 @@ impl Handoff {
 
     /// Sends `local`'s batch, whose `bytes` are counted against the budget,
     /// leaving it a [`Handoff::fresh_batch`].
-    fn send_reserved(&self, index: u32, local: &mut Local, bytes: usize) {
+    fn send_reserved(&self, index: u32, local: &mut ThreadRecords, bytes: usize) {
         self.send_reserved_with(index, local, bytes, self.fresh_batch());
     }
 
     /// [`Handoff::send_reserved`], leaving `local` the batch `next`.
-    fn send_reserved_with(&self, index: u32, local: &mut Local, bytes: usize, next: Batch) {
+    fn send_reserved_with(&self, index: u32, local: &mut ThreadRecords, bytes: usize, next: Batch) {
         let seq = local.next_seq();
         let until = local.last_ts;
         let n = local.batch.raws.len() as u64;
@@ -271,23 +271,23 @@ pub(crate) struct ThreadBuf {
     pub name: String,
     /// The stamp read when the thread registered: it recorded nothing before.
     pub registered: u64,
-    /// Set by whoever has `local`: see [`ThreadBuf::try_claim`].
+    /// Set by whoever has `records`: see [`ThreadBuf::try_claim`].
     busy: AtomicBool,
     /// Set once the capture has taken this buffer's last records.
     pub closed: AtomicBool,
-    local: UnsafeCell<Local>,
+    records: UnsafeCell<ThreadRecords>,
     /// The callsites of the spans this thread created lately, for the
     /// capture's own subscriber (unused under the registry).
     pub recent_spans: RecentSpans,
 }
 
-// SAFETY: `local` is reached only through a `Claim`, and a `Claim` exists only
+// SAFETY: `records` is reached only through a `Claim`, and a `Claim` exists only
 // for whoever swapped `busy` from false to true, until it stores false again:
-// one party at a time. `Local` itself is `Send`.
+// one party at a time. `ThreadRecords` itself is `Send`.
 unsafe impl Sync for ThreadBuf {}
 
 /// A thread's records for one capture, reached through a [`Claim`].
-pub(crate) struct Local {
+pub(crate) struct ThreadRecords {
     pub batch: Batch,
     closed: bool,
     /// The latest stamp taken on this thread (or its registration's).
@@ -296,7 +296,7 @@ pub(crate) struct Local {
     seq: u64,
 }
 
-impl Local {
+impl ThreadRecords {
     fn next_seq(&mut self) -> u64 {
         let s = self.seq;
         self.seq += 1;
@@ -328,7 +328,7 @@ impl ThreadBuf {
             registered,
             busy: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            local: UnsafeCell::new(Local { batch, closed: false, last_ts: registered, seq: 0 }),
+            records: UnsafeCell::new(ThreadRecords { batch, closed: false, last_ts: registered, seq: 0 }),
             recent_spans: RecentSpans::new(),
         })
     }
@@ -439,17 +439,17 @@ fn back_off(spins: &mut u32) {
 }
 
 impl std::ops::Deref for Claim<'_> {
-    type Target = Local;
-    fn deref(&self) -> &Local {
-        // SAFETY: this claim is the only access to `local` (see `ThreadBuf`).
-        unsafe { &*self.buf.local.get() }
+    type Target = ThreadRecords;
+    fn deref(&self) -> &ThreadRecords {
+        // SAFETY: this claim is the only access to `records` (see `ThreadBuf`).
+        unsafe { &*self.buf.records.get() }
     }
 }
 
 impl std::ops::DerefMut for Claim<'_> {
-    fn deref_mut(&mut self) -> &mut Local {
-        // SAFETY: this claim is the only access to `local` (see `ThreadBuf`).
-        unsafe { &mut *self.buf.local.get() }
+    fn deref_mut(&mut self) -> &mut ThreadRecords {
+        // SAFETY: this claim is the only access to `records` (see `ThreadBuf`).
+        unsafe { &mut *self.buf.records.get() }
     }
 }
 
@@ -603,7 +603,7 @@ impl Threads {
     pub(crate) fn hand_over_waiting(
         &self,
         buf: &ThreadBuf,
-        due: impl Fn(&mut Local) -> bool,
+        due: impl Fn(&mut ThreadRecords) -> bool,
         next: impl Fn(&Handoff) -> Batch,
     ) {
         let handoff = &self.handoff;

@@ -156,7 +156,7 @@ fn borrow_fields<'a>(to: &mut Vec<Field<'a>>, fields: Option<&'a SpanFields>) {
 }
 
 /// A slice open on a thread.
-struct Open {
+struct OpenSlice {
     id: u64,
     begin_ts: u64,
     meta: &'static Metadata<'static>,
@@ -208,7 +208,7 @@ enum Arrival {
 /// The writer's state for one of the capture's threads.
 struct ThreadState {
     tid: Tid,
-    stack: Vec<Open>,
+    stack: Vec<OpenSlice>,
     /// The latest time given to this thread's records: a thread's times never
     /// go back, even where two counter reads ran out of order.
     last_ns: u64,
@@ -537,7 +537,7 @@ impl Writer {
 
     /// Ends `open` at `ts`; `end_cpu` is the thread CPU clock at its exit
     /// (`None` for a span the writer closes itself).
-    fn end_slice(&mut self, tid: Tid, open: Open, ts: u64, unclosed: bool, end_cpu: Option<u64>) {
+    fn end_slice(&mut self, tid: Tid, open: OpenSlice, ts: u64, unclosed: bool, end_cpu: Option<u64>) {
         let [a, b] = &mut self.scratch;
         let mut all = a.take();
         borrow_fields(&mut all, open.own.as_ref().or_else(|| self.spans.get(&open.id)));
@@ -575,7 +575,7 @@ impl Writer {
 
     /// Makes the fields of span `id` (from creation and later records) an
     /// entry of the span table: a span in its first piece keeps them in its
-    /// open slice ([`Open::own`]) until it may be entered again.
+    /// open slice ([`OpenSlice::own`]) until it may be entered again.
     fn table_entry(&mut self, id: u64) {
         if self.spans.contains_key(&id) {
             return;
@@ -634,7 +634,8 @@ impl Writer {
                 let mut own = self.spare.pop().unwrap_or_default();
                 own.extend(batch, raw_fields);
                 let begin_cpu = batch.thread_cpu_ns(raw);
-                let open = Open { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own: Some(own) };
+                let open =
+                    OpenSlice { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own: Some(own) };
                 self.begin(i, tid, open);
             }
             Kind::Enter => {
@@ -649,7 +650,7 @@ impl Writer {
                 self.begin(
                     i,
                     tid,
-                    Open { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own: None },
+                    OpenSlice { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own: None },
                 );
             }
             Kind::Exit | Kind::ExitClose => {
@@ -742,7 +743,7 @@ impl Writer {
     /// Begins `open`, a slice on thread `i` (`tid`), with the span's fields
     /// from its own (its first piece) or else from the table.
     #[inline]
-    fn begin(&mut self, i: usize, tid: Tid, open: Open) {
+    fn begin(&mut self, i: usize, tid: Tid, open: OpenSlice) {
         let scratch = &mut self.scratch[0];
         let mut fields = scratch.take();
         borrow_fields(&mut fields, open.own.as_ref().or_else(|| self.spans.get(&open.id)));
@@ -783,7 +784,7 @@ impl Writer {
             Some(a) => a.ns(from),
             None => self.threads.clock.base_mono_ns + from,
         });
-        let above: Vec<Open> = state.stack.drain(pos + 1..).rev().collect();
+        let above: Vec<OpenSlice> = state.stack.drain(pos + 1..).rev().collect();
         let own = state.stack.pop();
         if state.stack.is_empty() {
             state.gap_from = None;
@@ -801,7 +802,7 @@ impl Writer {
 
     /// Ends `open`, a piece of a span on `tid`, at `ts`; `closing`: the span
     /// closes with it. Returns `closing`.
-    fn end_piece(&mut self, tid: Tid, mut open: Open, ts: u64, cpu: Option<u64>, closing: bool) -> bool {
+    fn end_piece(&mut self, tid: Tid, mut open: OpenSlice, ts: u64, cpu: Option<u64>, closing: bool) -> bool {
         if closing && open.own.is_some() {
             // Its one and only piece: no table ever knew it.
             self.end_slice(tid, open, ts, false, cpu);
@@ -916,7 +917,7 @@ impl Writer {
         for i in 0..self.thread_states.len() {
             let Some(state) = self.thread_states[i].as_mut() else { continue };
             let tid = state.tid;
-            let open: Vec<Open> = state.stack.drain(..).rev().collect();
+            let open: Vec<OpenSlice> = state.stack.drain(..).rev().collect();
             for o in open {
                 self.unclosed += 1;
                 self.end_slice(tid, o, end_ns, true, None);
