@@ -136,7 +136,7 @@ pub fn timings_metrics(summaries: &[Timings], labels: &Labels, service: &str) ->
                 point(ms(s), &[]),
             );
         }
-        let r = &t.resources;
+        let r = &t.resources.figures;
         for (whose, mode, us) in [
             ("self", "user", r.self_user_us),
             ("self", "system", r.self_system_us),

@@ -136,7 +136,7 @@ pub const NAME: &str = "chrome";
 pub const SUFFIX: &str = "trace.json";
 
 /// An instant's name holds at most this many characters of its message.
-pub const NAME_CHARS: usize = 60;
+pub const NAME_CHARS: usize = trace_core::INSTANT_NAME_CHARS;
 
 /// The category of the sink's own events.
 const OWN_CATEGORY: &str = "cabin_trace";
@@ -151,7 +151,8 @@ pub const CPU_COUNTER: &str = "process CPU usage";
 /// anything was cut (the name then ends with an ellipsis, which counts in
 /// the [`NAME_CHARS`]). `None` for a message with an empty first line.
 ///
-/// The Perfetto sink names its instants by the same rule.
+/// The rule is trace-core's ([`trace_core::instant_name`]), which every sink
+/// follows.
 ///
 /// ```
 /// use trace_sink_chrome::instant_name;
@@ -162,25 +163,7 @@ pub const CPU_COUNTER: &str = "process CPU usage";
 /// assert_eq!(instant_name(&long), Some((&long[..2 * 59], true)));
 /// ```
 pub fn instant_name(message: &str) -> Option<(&str, bool)> {
-    // A byte search: a `char` pattern's searcher cost a short message about
-    // 500 instructions. Both line ends are ASCII, so `end` is a boundary.
-    // One comparison a byte: both line ends are below 0x0e.
-    let end = message.bytes().position(|b| b < 0x0e && (b == b'\n' || b == b'\r')).unwrap_or(message.len());
-    let line = &message[..end];
-    if line.is_empty() {
-        return None;
-    }
-    if line.len() <= NAME_CHARS {
-        // No more characters than bytes: nothing to cut.
-        return Some((line, end < message.len()));
-    }
-    Some(match line.char_indices().nth(NAME_CHARS) {
-        Some(_) => {
-            let end = line.char_indices().nth(NAME_CHARS - 1).map_or(line.len(), |(i, _)| i);
-            (&line[..end], true)
-        }
-        None => (line, line.len() < message.len()),
-    })
+    trace_core::instant_name(message)
 }
 
 /// A number for each level, below 8.
@@ -434,11 +417,6 @@ impl Sink for ChromeSink {
         self.out.write_some(out)
     }
 
-    fn wants_span_begins(&self) -> bool {
-        // A slice is written whole at its end, as one complete (`X`) event.
-        false
-    }
-
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
         // The most common event first, the others out of line (so that
         // their code takes no registers from this one's).
@@ -546,40 +524,6 @@ mod tests {
     use trace_core::{FileStatus, Level, Resources};
 
     use super::*;
-
-    /// The rule as first written: split on either line end, count characters.
-    fn instant_name_by_chars(message: &str) -> Option<(&str, bool)> {
-        let line = message.split(['\n', '\r']).next().unwrap_or("");
-        if line.is_empty() {
-            return None;
-        }
-        Some(match line.char_indices().nth(NAME_CHARS) {
-            Some(_) => {
-                let end = line.char_indices().nth(NAME_CHARS - 1).map_or(line.len(), |(i, _)| i);
-                (&line[..end], true)
-            }
-            None => (line, line.len() < message.len()),
-        })
-    }
-
-    #[test]
-    fn an_instant_name_is_what_counting_characters_gives() {
-        let pieces = ["", "a", "é", "€", "🦀", "\n", "\r", "\r\n", " ", "x".repeat(7).leak()];
-        let mut checked = 0;
-        for len in [0usize, 1, 2, 30, 58, 59, 60, 61, 62, 90, 130, 250] {
-            for (i, p) in pieces.iter().enumerate() {
-                for (j, q) in pieces.iter().enumerate() {
-                    // `len` times one piece, with the other before, after or between.
-                    let body: String = std::iter::repeat_n(*p, len).collect();
-                    for m in [format!("{body}{q}"), format!("{q}{body}"), format!("{body}{q}{body}")] {
-                        assert_eq!(instant_name(&m), instant_name_by_chars(&m), "{i} {j} {len}: {m:?}");
-                        checked += 1;
-                    }
-                }
-            }
-        }
-        assert!(checked > 3_000, "{checked}");
-    }
 
     fn run(events: &[Event<'_>], dropped_records: u64) -> Vec<Json> {
         let mut sink = ChromeSink::new();

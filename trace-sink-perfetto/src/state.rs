@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use trace_core::{Field, Finish, FlowKind, LaneSlice, ProcessSample, Site, ThreadCpu, Tid, Value};
 // The one naming rule of instants, so that both files name them alike.
-use trace_sink_chrome::instant_name;
+use trace_core::instant_name;
 
 use crate::chunk::Encoder;
 use crate::clock::Timestamps;
