@@ -81,16 +81,16 @@
 //! Both are read when the sink is built ([`OtlpSink::try_from_env`]), before the
 //! command runs. No feature flags.
 //!
-//! # Why hand-written JSON
+//! # One OTLP model
 //!
-//! The structure is written by hand, as the other sinks do; `serde_json` only
-//! escapes strings and formats doubles. The façade already builds `serde_json`
-//! (for the summary), so this costs no build time, while a serde model of OTLP
-//! (or `opentelemetry-proto`'s, which also builds the OpenTelemetry SDK) would
-//! need custom serialisers for exactly the fields where generic protobuf JSON
-//! is wrong for OTLP: hex ids and 64-bit integers as strings. The tests decode
-//! every line with the official `opentelemetry-proto` Python classes after
-//! checking the hex ids.
+//! [`model`] holds the OTLP data model (traces, and the gauges and sums of
+//! metrics) with its OTLP/JSON form as serde attributes: hex ids, 64-bit
+//! integers as decimal strings, integer enums. The sink builds a
+//! [`model::Span`] per span and writes each line with `serde_json`;
+//! `trace-export-otlp` reads these lines into the same types, builds its
+//! metrics with them, and encodes them as protobuf. The tests decode every
+//! line with the official `opentelemetry-proto` Python classes after checking
+//! the hex ids.
 //!
 //! # What it does not do
 //!
@@ -102,7 +102,7 @@
 #![deny(missing_docs)]
 
 mod ids;
-mod json;
+pub mod model;
 mod resource;
 
 use std::collections::HashMap;
@@ -117,7 +117,9 @@ pub use resource::{
 };
 
 use ids::SpanIds;
-use resource::ResourceValue;
+use model::{
+    AnyValue, KeyValue, Resource, ResourceSpans, Scope, ScopeSpans, Span, SpanEvent, Status, TracesData,
+};
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "otlp";
@@ -126,10 +128,9 @@ pub const SUFFIX: &str = "otlp.json";
 /// The instrumentation scope every span is written under.
 pub const SCOPE_NAME: &str = "cabin-trace";
 
-/// `SPAN_KIND_INTERNAL`.
-const KIND_INTERNAL: u8 = 1;
-/// A line is written once this many bytes of spans have built up.
-const LINE_AT: usize = 1 << 20;
+/// A line is written once this many spans and span events have built up
+/// (about 1 MiB of JSON).
+const LINE_ITEMS: usize = 2048;
 
 /// The trace a capture joins: its trace id and, for a capture started by
 /// another traced process, the span it runs under.
@@ -154,8 +155,7 @@ impl TraceContext {
 struct Open {
     id: SpanId,
     parent: Option<SpanId>,
-    /// Its span events, encoded and comma-separated.
-    events: Vec<u8>,
+    events: Vec<SpanEvent>,
 }
 
 /// The OTLP/JSON file sink. See the crate docs for the mapping.
@@ -171,17 +171,17 @@ pub struct OtlpSink {
     root_thread: Option<Tid>,
     root_claimed: bool,
     command: String,
-    /// Wall-clock nanoseconds of `start_ns`.
-    anchor_unix_ns: i128,
-    start_ns: u64,
+    clock: Clock,
     threads: HashMap<Tid, String>,
     open: HashMap<Tid, Vec<Open>>,
     /// Events outside every span while the root is not open.
-    orphans: Vec<u8>,
-    /// `{"resourceSpans":[...,"spans":[`: the start of every line.
-    prefix: Vec<u8>,
-    /// The current line's spans, comma-separated.
-    spans: Vec<u8>,
+    orphans: Vec<SpanEvent>,
+    /// The resource every line repeats.
+    resource: Resource,
+    /// The current line's spans.
+    spans: Vec<Span>,
+    /// Spans and span events in `spans`.
+    line_items: usize,
 }
 
 impl Default for OtlpSink {
@@ -203,13 +203,13 @@ impl OtlpSink {
             root_thread: None,
             root_claimed: false,
             command: String::new(),
-            anchor_unix_ns: 0,
-            start_ns: 0,
+            clock: Clock { anchor_unix_ns: 0, start_ns: 0 },
             threads: HashMap::new(),
             open: HashMap::new(),
             orphans: Vec::new(),
-            prefix: Vec::new(),
+            resource: Resource::default(),
             spans: Vec::new(),
+            line_items: 0,
         }
     }
 
@@ -243,53 +243,42 @@ impl OtlpSink {
         self.root_id
     }
 
-    fn clock(&self) -> Clock {
-        Clock { anchor_unix_ns: self.anchor_unix_ns, start_ns: self.start_ns }
-    }
-
-    /// Encodes a span event into `events`.
-    fn event_into(
-        events: &mut Vec<u8>,
-        time_unix_ns: u64,
-        site: &trace_core::Site<'_>,
-        fields: &[Field<'_>],
-    ) {
-        let message = fields.iter().find_map(|f| match (f.name, f.value) {
-            ("message", Value::Str(m)) => Some(m),
-            _ => None,
-        });
-        if !events.is_empty() {
-            events.push(b',');
+    /// A span of this trace, without attributes or events yet.
+    fn span(&self, id: SpanId, parent: Option<SpanId>, name: &str, (begin_ns, end_ns): (u64, u64)) -> Span {
+        Span {
+            trace_id: self.context.trace_id,
+            span_id: id,
+            trace_state: String::new(),
+            parent_span_id: parent,
+            name: name.to_string(),
+            kind: model::SPAN_KIND_INTERNAL,
+            start_time_unix_nano: self.clock.unix_ns(begin_ns),
+            end_time_unix_nano: self.clock.unix_ns(end_ns),
+            attributes: Vec::new(),
+            events: Vec::new(),
+            status: Some(Status::default()),
         }
-        events.extend_from_slice(br#"{"timeUnixNano":"#);
-        json::quoted_int(events, time_unix_ns);
-        events.extend_from_slice(br#","name":"#);
-        json::string(events, message.unwrap_or(site.name));
-        // The message is the name; every other field is an attribute.
-        let rest = json::pairs(fields).filter(|(name, _)| message.is_none() || *name != "message");
-        let extra =
-            [("code.namespace", Value::Str(site.target)), ("tracing.level", Value::Str(site.level.as_str()))];
-        json::attributes(events, rest.chain(extra));
-        events.push(b'}');
     }
 
-    fn lane(&mut self, slice: &LaneSlice<'_>) {
+    /// Adds a span to the current line, and writes the line once it is full.
+    fn push(&mut self, span: Span, out: &mut dyn Write) -> io::Result<()> {
+        self.line_items += 1 + span.events.len();
+        self.spans.push(span);
+        if self.line_items >= LINE_ITEMS {
+            self.write_line(out)?;
+        }
+        Ok(())
+    }
+
+    fn lane(&mut self, slice: &LaneSlice<'_>, out: &mut dyn Write) -> io::Result<()> {
         let id = self.ids.next_id();
-        let record = SpanRecord {
-            id,
-            parent: Some(self.root_id),
-            name: slice.name,
-            begin_ns: slice.begin_ns,
-            end_ns: slice.end_ns,
-            fields: slice.fields,
-            events: &[],
-        };
         let extra = [
             ("cabin_trace.lane", Value::Str(slice.lane)),
             ("cabin_trace.track", Value::U64(slice.track.into())),
         ];
-        let clock = self.clock();
-        write_span(&mut self.spans, &self.context.trace_id, clock, &record, extra);
+        let mut span = self.span(id, Some(self.root_id), slice.name, (slice.begin_ns, slice.end_ns));
+        span.attributes = attributes(slice.fields, extra);
+        self.push(span, out)
     }
 
     /// Writes the current line, if it holds any span.
@@ -297,19 +286,68 @@ impl OtlpSink {
         if self.spans.is_empty() {
             return Ok(());
         }
-        let r = out
-            .write_all(&self.prefix)
-            .and_then(|()| out.write_all(&self.spans))
-            .and_then(|()| out.write_all(b"]}]}]}\n"));
-        self.spans.clear();
-        r
+        let data = TracesData {
+            resource_spans: vec![ResourceSpans {
+                resource: self.resource.clone(),
+                scope_spans: vec![ScopeSpans {
+                    scope: Scope { name: SCOPE_NAME.into(), version: env!("CARGO_PKG_VERSION").into() },
+                    spans: std::mem::take(&mut self.spans),
+                }],
+            }],
+        };
+        self.line_items = 0;
+        let mut line = data.to_json_line();
+        line.push('\n');
+        out.write_all(line.as_bytes())
     }
+}
 
-    fn write_some(&mut self, out: &mut dyn Write) -> io::Result<()> {
-        if self.spans.len() >= LINE_AT {
-            self.write_line(out)?;
-        }
-        Ok(())
+/// A span event at `time_unix_ns`, named by its `message` field (every other
+/// field an attribute), else by its site.
+fn span_event(time_unix_ns: u64, site: &trace_core::Site<'_>, fields: &[Field<'_>]) -> SpanEvent {
+    let message = fields.iter().find_map(|f| match (f.name, f.value) {
+        ("message", Value::Str(m)) => Some(m),
+        _ => None,
+    });
+    let rest = fields.iter().filter(|f| message.is_none() || f.name != "message");
+    let extra =
+        [("code.namespace", Value::Str(site.target)), ("tracing.level", Value::Str(site.level.as_str()))];
+    let attributes = rest.map(|f| (f.name, f.value)).chain(extra);
+    SpanEvent {
+        time_unix_nano: time_unix_ns,
+        name: message.unwrap_or(site.name).to_string(),
+        attributes: attributes.map(|(key, value)| key_value(key, value)).collect(),
+    }
+}
+
+/// `fields`, then `extra`, as OTLP attributes.
+fn attributes<'a>(
+    fields: &[Field<'a>],
+    extra: impl IntoIterator<Item = (&'a str, Value<'a>)>,
+) -> Vec<KeyValue> {
+    fields
+        .iter()
+        .map(|f| key_value(f.name, f.value))
+        .chain(extra.into_iter().map(|(k, v)| key_value(k, v)))
+        .collect()
+}
+
+fn key_value(key: &str, value: Value<'_>) -> KeyValue {
+    KeyValue { key: key.to_string(), value: any_value(value) }
+}
+
+/// A field's value as an attribute's: an unsigned integer past `i64::MAX`
+/// stays exact as a string rather than wrapped or rounded.
+fn any_value(v: Value<'_>) -> AnyValue {
+    match v {
+        Value::I64(n) => AnyValue::Int(n),
+        Value::U64(n) => match i64::try_from(n) {
+            Ok(n) => AnyValue::Int(n),
+            Err(_) => AnyValue::Str(n.to_string()),
+        },
+        Value::F64(x) => AnyValue::Double(x),
+        Value::Bool(b) => AnyValue::Bool(b),
+        Value::Str(s) => AnyValue::Str(s.to_string()),
     }
 }
 
@@ -328,69 +366,6 @@ impl Clock {
     }
 }
 
-/// Appends one span to `b`, the spans of the current line.
-fn write_span<'a>(
-    b: &mut Vec<u8>,
-    trace_id: &TraceId,
-    clock: Clock,
-    s: &SpanRecord<'a>,
-    extra: impl IntoIterator<Item = (&'a str, Value<'a>)>,
-) {
-    if !b.is_empty() {
-        b.push(b',');
-    }
-    b.extend_from_slice(br#"{"traceId":"#);
-    json::hex(b, trace_id);
-    b.extend_from_slice(br#","spanId":"#);
-    json::hex(b, &s.id);
-    if let Some(parent) = s.parent {
-        b.extend_from_slice(br#","parentSpanId":"#);
-        json::hex(b, &parent);
-    }
-    b.extend_from_slice(br#","name":"#);
-    json::string(b, s.name);
-    b.extend_from_slice(br#","kind":"#);
-    b.push(b'0' + KIND_INTERNAL);
-    b.extend_from_slice(br#","startTimeUnixNano":"#);
-    json::quoted_int(b, clock.unix_ns(s.begin_ns));
-    b.extend_from_slice(br#","endTimeUnixNano":"#);
-    json::quoted_int(b, clock.unix_ns(s.end_ns));
-    json::attributes(b, json::pairs(s.fields).chain(extra));
-    if !s.events.is_empty() {
-        b.extend_from_slice(br#","events":["#);
-        b.extend_from_slice(s.events);
-        b.push(b']');
-    }
-    b.extend_from_slice(br#","status":{"code":0}}"#);
-}
-
-/// What a span is written from.
-struct SpanRecord<'a> {
-    id: SpanId,
-    parent: Option<SpanId>,
-    name: &'a str,
-    begin_ns: u64,
-    end_ns: u64,
-    fields: &'a [Field<'a>],
-    events: &'a [u8],
-}
-
-/// Appends `"resource":{...}` for the attributes.
-fn resource(buf: &mut Vec<u8>, attrs: &[(String, ResourceValue)]) {
-    buf.extend_from_slice(br#""resource":{"attributes":["#);
-    for (i, (k, v)) in attrs.iter().enumerate() {
-        if i > 0 {
-            buf.push(b',');
-        }
-        let v = match v {
-            ResourceValue::Str(s) => Value::Str(s),
-            ResourceValue::Int(n) => Value::I64(*n),
-        };
-        json::key_value(buf, k, &v);
-    }
-    buf.extend_from_slice(b"]}");
-}
-
 impl Sink for OtlpSink {
     fn name(&self) -> &'static str {
         NAME
@@ -402,18 +377,10 @@ impl Sink for OtlpSink {
 
     fn start(&mut self, start: &Start<'_>, _out: &mut dyn Write) -> io::Result<()> {
         self.command = start.command.to_string();
-        self.anchor_unix_ns = i128::from(start.start_unix_ms) * 1_000_000;
-        self.start_ns = start.start_ns;
-        let p = &mut self.prefix;
-        p.clear();
-        p.extend_from_slice(br#"{"resourceSpans":[{"#);
-        resource(p, &self.env.attributes(start));
-        p.extend_from_slice(br#","scopeSpans":[{"scope":{"name":"#);
-        json::string(p, SCOPE_NAME);
-        p.extend_from_slice(br#","version":"#);
-        json::string(p, env!("CARGO_PKG_VERSION"));
-        p.extend_from_slice(br#"},"spans":["#);
-        self.spans.reserve(64 * 1024);
+        self.clock =
+            Clock { anchor_unix_ns: i128::from(start.start_unix_ms) * 1_000_000, start_ns: start.start_ns };
+        self.resource = Resource { attributes: self.env.attributes(start) };
+        self.spans.reserve(LINE_ITEMS);
         Ok(())
     }
 
@@ -447,15 +414,6 @@ impl Sink for OtlpSink {
                 if open.id == self.root_id {
                     self.root_thread = None;
                 }
-                let record = SpanRecord {
-                    id: open.id,
-                    parent: open.parent,
-                    name: site.name,
-                    begin_ns: begin_ts,
-                    end_ns: ts,
-                    fields,
-                    events: &open.events,
-                };
                 let thread_name = self.threads.get(&thread).map(|n| ("thread.name", Value::Str(n)));
                 let extra = [("thread.id", Value::U64(thread))]
                     .into_iter()
@@ -465,13 +423,15 @@ impl Sink for OtlpSink {
                         ("tracing.level", Value::Str(site.level.as_str())),
                     ])
                     .chain(unclosed.then_some(("cabin_trace.unclosed", Value::Bool(true))));
-                let clock = self.clock();
-                write_span(&mut self.spans, &self.context.trace_id, clock, &record, extra);
+                let mut span = self.span(open.id, open.parent, site.name, (begin_ts, ts));
+                span.attributes = attributes(fields, extra);
+                span.events = open.events;
+                return self.push(span, out);
             }
             Event::Instant { thread, ts, site, fields, .. } => {
-                let time = self.clock().unix_ns(ts);
+                let event = span_event(self.clock.unix_ns(ts), &site, fields);
                 let root_thread = self.root_thread;
-                let target = match self.open.get_mut(&thread).and_then(|s| s.last_mut()) {
+                let events = match self.open.get_mut(&thread).and_then(|s| s.last_mut()) {
                     Some(open) => &mut open.events,
                     None => match root_thread.and_then(|t| self.open.get_mut(&t)).and_then(|s| s.first_mut())
                     {
@@ -479,12 +439,12 @@ impl Sink for OtlpSink {
                         None => &mut self.orphans,
                     },
                 };
-                Self::event_into(target, time, &site, fields);
+                events.push(event);
             }
-            Event::Lane(ref slice) => self.lane(slice),
-            _ => return Ok(()),
+            Event::Lane(ref slice) => return self.lane(slice, out),
+            _ => {}
         }
-        self.write_some(out)
+        Ok(())
     }
 
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
@@ -497,19 +457,11 @@ impl Sink for OtlpSink {
                 (self.root_id, self.context.parent_span_id)
             };
             let orphans = std::mem::take(&mut self.orphans);
-            let command = std::mem::take(&mut self.command);
-            let record = SpanRecord {
-                id,
-                parent,
-                name: &command,
-                begin_ns: self.start_ns,
-                end_ns: end.end_ns.max(self.start_ns),
-                fields: &[],
-                events: &orphans,
-            };
-            let extra = [("cabin_trace.outside_spans", Value::Bool(true))];
-            let clock = self.clock();
-            write_span(&mut self.spans, &self.context.trace_id, clock, &record, extra);
+            let times = (self.clock.start_ns, end.end_ns.max(self.clock.start_ns));
+            let mut span = self.span(id, parent, &self.command, times);
+            span.attributes = vec![key_value("cabin_trace.outside_spans", Value::Bool(true))];
+            span.events = orphans;
+            self.spans.push(span);
         }
         self.write_line(out)?;
         out.flush()

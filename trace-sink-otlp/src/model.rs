@@ -1,0 +1,691 @@
+//! The OTLP data model this workspace writes and reads (traces, and the
+//! gauges and sums of metrics), and its one OTLP/JSON form.
+//!
+//! The types mirror opentelemetry-proto v1's messages field for field, as far
+//! as they go. Their serde form is OTLP/JSON: proto3's JSON mapping with
+//! OTLP's exceptions, each one an attribute below: trace and span ids are
+//! lowercase hex ([`hex_id`]), never base64; 64-bit integers are decimal
+//! strings ([`decimal`]); enums are integers; keys are lowerCamelCase. Reading
+//! is as lenient as receivers are: a 64-bit integer may also be a JSON number,
+//! an empty `parentSpanId` is no parent, fields at their default may be
+//! absent, and unknown fields are ignored.
+//!
+//! ```
+//! use trace_sink_otlp::model::{AnyValue, KeyValue};
+//!
+//! let kv = KeyValue::int("requests", 3);
+//! assert_eq!(serde_json::to_string(&kv).unwrap(), r#"{"key":"requests","value":{"intValue":"3"}}"#);
+//! let back: KeyValue = serde_json::from_str(r#"{"key":"requests","value":{"intValue":3}}"#).unwrap();
+//! assert_eq!(back.value, AnyValue::Int(3));
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// An attribute value (`AnyValue`): one JSON key naming its type.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum AnyValue {
+    /// `stringValue`.
+    #[serde(rename = "stringValue")]
+    Str(String),
+    /// `boolValue`.
+    #[serde(rename = "boolValue")]
+    Bool(bool),
+    /// `intValue`.
+    #[serde(rename = "intValue", with = "decimal")]
+    Int(i64),
+    /// `doubleValue`.
+    #[serde(rename = "doubleValue", with = "double")]
+    Double(f64),
+    /// `arrayValue`.
+    #[serde(rename = "arrayValue", with = "array_value")]
+    Array(Vec<AnyValue>),
+    /// `kvlistValue`.
+    #[serde(rename = "kvlistValue", with = "kvlist_value")]
+    KvList(Vec<KeyValue>),
+    /// `bytesValue`: written as base64; refused when read.
+    #[serde(rename = "bytesValue", with = "bytes_value")]
+    Bytes(Vec<u8>),
+}
+
+impl Default for AnyValue {
+    /// The empty string: what a `KeyValue` without a value reads as.
+    fn default() -> Self {
+        AnyValue::Str(String::new())
+    }
+}
+
+/// A key and its value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KeyValue {
+    /// The key, e.g. `service.name`.
+    pub key: String,
+    /// The value.
+    #[serde(default)]
+    pub value: AnyValue,
+}
+
+impl KeyValue {
+    /// A string attribute.
+    pub fn str(key: &str, value: impl Into<String>) -> Self {
+        KeyValue { key: key.to_string(), value: AnyValue::Str(value.into()) }
+    }
+
+    /// An integer attribute.
+    pub fn int(key: &str, value: i64) -> Self {
+        KeyValue { key: key.to_string(), value: AnyValue::Int(value) }
+    }
+}
+
+/// The entity that produced the data: `resource.attributes`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Resource {
+    /// Its attributes.
+    #[serde(default)]
+    pub attributes: Vec<KeyValue>,
+}
+
+/// The instrumentation scope.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Scope {
+    /// Its name.
+    #[serde(default)]
+    pub name: String,
+    /// Its version.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+}
+
+/// A span's status.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// The message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// `STATUS_CODE_UNSET` 0, `OK` 1, `ERROR` 2.
+    #[serde(default)]
+    pub code: i32,
+}
+
+/// An event of a span.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpanEvent {
+    /// Unix nanoseconds.
+    #[serde(default, with = "decimal")]
+    pub time_unix_nano: u64,
+    /// Its name.
+    #[serde(default)]
+    pub name: String,
+    /// Its attributes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attributes: Vec<KeyValue>,
+}
+
+/// `SPAN_KIND_INTERNAL`: a span of the process's own work.
+pub const SPAN_KIND_INTERNAL: i32 = 1;
+
+/// One span.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Span {
+    /// 16 bytes.
+    #[serde(with = "hex_id")]
+    pub trace_id: [u8; 16],
+    /// 8 bytes.
+    #[serde(with = "hex_id")]
+    pub span_id: [u8; 8],
+    /// W3C trace state.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub trace_state: String,
+    /// The parent's id, if any.
+    #[serde(default, with = "parent_id", skip_serializing_if = "Option::is_none")]
+    pub parent_span_id: Option<[u8; 8]>,
+    /// Its name.
+    #[serde(default)]
+    pub name: String,
+    /// Span kind ([`SPAN_KIND_INTERNAL`] 1).
+    #[serde(default)]
+    pub kind: i32,
+    /// Start, Unix nanoseconds.
+    #[serde(default, with = "decimal")]
+    pub start_time_unix_nano: u64,
+    /// End, Unix nanoseconds.
+    #[serde(default, with = "decimal")]
+    pub end_time_unix_nano: u64,
+    /// Its attributes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attributes: Vec<KeyValue>,
+    /// Its events.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<SpanEvent>,
+    /// Its status, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+}
+
+/// Spans of one scope.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScopeSpans {
+    /// The scope.
+    #[serde(default)]
+    pub scope: Scope,
+    /// The spans.
+    #[serde(default)]
+    pub spans: Vec<Span>,
+}
+
+/// Spans of one resource.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceSpans {
+    /// The resource.
+    #[serde(default)]
+    pub resource: Resource,
+    /// By scope.
+    #[serde(default)]
+    pub scope_spans: Vec<ScopeSpans>,
+}
+
+/// `TracesData` (the body of an `ExportTraceServiceRequest`): one line of a
+/// trace file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TracesData {
+    /// By resource.
+    pub resource_spans: Vec<ResourceSpans>,
+}
+
+impl TracesData {
+    /// This data as one line of OTLP/JSON (no newline).
+    pub fn to_json_line(&self) -> String {
+        json_line(self)
+    }
+
+    /// How many spans it holds.
+    pub fn span_count(&self) -> usize {
+        self.resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum()
+    }
+}
+
+/// A data point's value.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Number {
+    /// `asInt`.
+    #[serde(rename = "asInt", with = "decimal")]
+    Int(i64),
+    /// `asDouble`.
+    #[serde(rename = "asDouble", with = "double")]
+    Double(f64),
+}
+
+/// One measurement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NumberDataPoint {
+    /// Its attributes.
+    #[serde(default)]
+    pub attributes: Vec<KeyValue>,
+    /// Start of the interval measured, Unix nanoseconds.
+    #[serde(default, with = "decimal")]
+    pub start_time_unix_nano: u64,
+    /// When it was measured, Unix nanoseconds.
+    #[serde(default, with = "decimal")]
+    pub time_unix_nano: u64,
+    /// The value.
+    #[serde(flatten)]
+    pub value: Number,
+}
+
+/// What a metric's points are. Other kinds (histograms, summaries) are
+/// refused when read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum MetricData {
+    /// A gauge: each point a measurement of its own.
+    #[serde(rename = "gauge", with = "gauge")]
+    Gauge(Vec<NumberDataPoint>),
+    /// A sum.
+    #[serde(rename = "sum")]
+    Sum {
+        /// The points.
+        #[serde(rename = "dataPoints", default)]
+        points: Vec<NumberDataPoint>,
+        /// 1 delta, 2 cumulative.
+        #[serde(rename = "aggregationTemporality", default)]
+        temporality: i32,
+        /// Whether it only grows.
+        #[serde(rename = "isMonotonic", default)]
+        monotonic: bool,
+    },
+}
+
+/// One metric.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    /// Its name, e.g. `cabin_trace.command.duration`.
+    #[serde(default)]
+    pub name: String,
+    /// What it measures.
+    #[serde(default)]
+    pub description: String,
+    /// UCUM unit, e.g. `ms`, `By`, `{action}`.
+    #[serde(default)]
+    pub unit: String,
+    /// The points.
+    #[serde(flatten)]
+    pub data: MetricData,
+}
+
+/// Metrics of one scope.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScopeMetrics {
+    /// The scope.
+    #[serde(default)]
+    pub scope: Scope,
+    /// The metrics.
+    #[serde(default)]
+    pub metrics: Vec<Metric>,
+}
+
+/// Metrics of one resource.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceMetrics {
+    /// The resource.
+    #[serde(default)]
+    pub resource: Resource,
+    /// By scope.
+    #[serde(default)]
+    pub scope_metrics: Vec<ScopeMetrics>,
+}
+
+/// `MetricsData` (the body of an `ExportMetricsServiceRequest`): one line of
+/// a metrics file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsData {
+    /// By resource.
+    pub resource_metrics: Vec<ResourceMetrics>,
+}
+
+impl MetricsData {
+    /// This data as one line of OTLP/JSON (no newline).
+    pub fn to_json_line(&self) -> String {
+        json_line(self)
+    }
+
+    /// How many data points it holds.
+    pub fn point_count(&self) -> usize {
+        self.resource_metrics
+            .iter()
+            .flat_map(|r| &r.scope_metrics)
+            .flat_map(|s| &s.metrics)
+            .map(|m| match &m.data {
+                MetricData::Gauge(p) | MetricData::Sum { points: p, .. } => p.len(),
+            })
+            .sum()
+    }
+}
+
+fn json_line(data: &impl Serialize) -> String {
+    // Cannot fail: every map key is a string and no field's serializer refuses a value.
+    serde_json::to_string(data).unwrap_or_default()
+}
+
+/// Ids as lowercase hex of twice their length in bytes.
+pub mod hex_id {
+    use serde::de::{Deserializer, Error, Unexpected};
+    use serde::Serializer;
+
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+
+    /// Writes `id` as lowercase hex.
+    pub fn serialize<const N: usize, S: Serializer>(id: &[u8; N], s: S) -> Result<S::Ok, S::Error> {
+        let mut text = [0u8; 64];
+        let text = &mut text[..2 * N.min(32)];
+        for (pair, b) in text.chunks_exact_mut(2).zip(id) {
+            pair[0] = HEX[usize::from(b >> 4)];
+            pair[1] = HEX[usize::from(b & 0xf)];
+        }
+        s.serialize_str(std::str::from_utf8(text).unwrap_or_default())
+    }
+
+    /// Reads `2 * N` hex characters.
+    pub fn deserialize<'de, const N: usize, D: Deserializer<'de>>(d: D) -> Result<[u8; N], D::Error> {
+        let text = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+        parse(&text)
+    }
+
+    pub(super) fn parse<const N: usize, E: Error>(text: &str) -> Result<[u8; N], E> {
+        let bad = || {
+            let expected = format!("{} hex characters (OTLP/JSON ids are hex, not base64)", 2 * N);
+            E::invalid_value(Unexpected::Str(text), &expected.as_str())
+        };
+        if text.len() != 2 * N || !text.is_ascii() {
+            return Err(bad());
+        }
+        let mut out = [0u8; N];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        Ok(out)
+    }
+}
+
+/// An optional span id: absent or empty is none.
+mod parent_id {
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(id: &Option<[u8; 8]>, s: S) -> Result<S::Ok, S::Error> {
+        match id {
+            Some(id) => super::hex_id::serialize(id, s),
+            None => s.serialize_str(""),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<[u8; 8]>, D::Error> {
+        let text = <Option<std::borrow::Cow<'de, str>> as serde::Deserialize>::deserialize(d)?;
+        match text.as_deref() {
+            None | Some("") => Ok(None),
+            Some(t) => super::hex_id::parse(t).map(Some),
+        }
+    }
+}
+
+/// 64-bit integers as decimal strings; read from a string or a number.
+pub mod decimal {
+    use std::fmt;
+    use std::marker::PhantomData;
+    use std::str::FromStr;
+
+    use serde::de::{Deserializer, Error, Visitor};
+    use serde::Serializer;
+
+    /// Writes `n` as a decimal string.
+    pub fn serialize<T: fmt::Display, S: Serializer>(n: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(n)
+    }
+
+    /// Reads a decimal string or a JSON integer.
+    pub fn deserialize<'de, T, D>(d: D) -> Result<T, D::Error>
+    where
+        T: FromStr + TryFrom<u64> + TryFrom<i64>,
+        D: Deserializer<'de>,
+    {
+        struct Int<T>(PhantomData<T>);
+        impl<T: FromStr + TryFrom<u64> + TryFrom<i64>> Visitor<'_> for Int<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a 64-bit integer as a decimal string")
+            }
+            fn visit_str<E: Error>(self, v: &str) -> Result<T, E> {
+                v.parse().map_err(|_| E::invalid_value(serde::de::Unexpected::Str(v), &self))
+            }
+            fn visit_u64<E: Error>(self, v: u64) -> Result<T, E> {
+                T::try_from(v).map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+            }
+            fn visit_i64<E: Error>(self, v: i64) -> Result<T, E> {
+                T::try_from(v).map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+            }
+        }
+        d.deserialize_any(Int(PhantomData))
+    }
+}
+
+/// Doubles, with proto3's spellings of what JSON cannot hold: `"NaN"`,
+/// `"Infinity"`, `"-Infinity"`.
+mod double {
+    use std::fmt;
+
+    use serde::de::{Deserializer, Error, Unexpected, Visitor};
+    use serde::Serializer;
+
+    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        match *x {
+            x if x.is_finite() => s.serialize_f64(x),
+            x if x.is_nan() => s.serialize_str("NaN"),
+            x if x > 0.0 => s.serialize_str("Infinity"),
+            _ => s.serialize_str("-Infinity"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        struct Double;
+        impl Visitor<'_> for Double {
+            type Value = f64;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a double")
+            }
+            fn visit_f64<E: Error>(self, v: f64) -> Result<f64, E> {
+                Ok(v)
+            }
+            fn visit_u64<E: Error>(self, v: u64) -> Result<f64, E> {
+                Ok(v as f64)
+            }
+            fn visit_i64<E: Error>(self, v: i64) -> Result<f64, E> {
+                Ok(v as f64)
+            }
+            fn visit_str<E: Error>(self, v: &str) -> Result<f64, E> {
+                match v {
+                    "NaN" => Ok(f64::NAN),
+                    "Infinity" => Ok(f64::INFINITY),
+                    "-Infinity" => Ok(f64::NEG_INFINITY),
+                    other => other.parse().map_err(|_| E::invalid_value(Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(Double)
+    }
+}
+
+/// `{"values": [...]}`, the wrapper of an array or a key-value list.
+#[derive(Serialize, Deserialize)]
+struct Values<T> {
+    #[serde(default)]
+    values: T,
+}
+
+mod array_value {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{AnyValue, Values};
+
+    pub fn serialize<S: Serializer>(values: &Vec<AnyValue>, s: S) -> Result<S::Ok, S::Error> {
+        Values { values }.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<AnyValue>, D::Error> {
+        Values::deserialize(d).map(|v| v.values)
+    }
+}
+
+mod kvlist_value {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{KeyValue, Values};
+
+    pub fn serialize<S: Serializer>(values: &Vec<KeyValue>, s: S) -> Result<S::Ok, S::Error> {
+        Values { values }.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<KeyValue>, D::Error> {
+        Values::deserialize(d).map(|v| v.values)
+    }
+}
+
+/// `{"dataPoints": [...]}`.
+mod gauge {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::NumberDataPoint;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Gauge<T> {
+        #[serde(default)]
+        data_points: T,
+    }
+
+    pub fn serialize<S: Serializer>(data_points: &Vec<NumberDataPoint>, s: S) -> Result<S::Ok, S::Error> {
+        Gauge { data_points }.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<NumberDataPoint>, D::Error> {
+        Gauge::deserialize(d).map(|g| g.data_points)
+    }
+}
+
+mod bytes_value {
+    use serde::de::{Deserializer, Error, IgnoredAny};
+    use serde::{Deserialize, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        IgnoredAny::deserialize(d)?;
+        Err(D::Error::custom("bytes values are not supported"))
+    }
+
+    pub(super) fn base64(bytes: &[u8]) -> String {
+        const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for c in bytes.chunks(3) {
+            let n = (u32::from(c[0]) << 16)
+                | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+                | u32::from(*c.get(2).unwrap_or(&0));
+            for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+                out.push(if i <= c.len() { T[(n >> shift) as usize & 63] as char } else { '=' });
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(v: &impl Serialize) -> String {
+        serde_json::to_string(v).unwrap()
+    }
+
+    #[test]
+    fn ids_are_lowercase_hex_of_twice_their_byte_length() {
+        #[derive(Serialize)]
+        struct Id(#[serde(with = "hex_id")] [u8; 4]);
+        assert_eq!(json(&Id([0x00, 0xab, 0x0f, 0xff])), r#""00ab0fff""#);
+    }
+
+    #[test]
+    fn base64_ids_are_refused_with_the_reason() {
+        let line = r#"{"traceId":"AAECAwQFBgcICQoLDA0ODw==","spanId":"0102030405060708"}"#;
+        let e = serde_json::from_str::<Span>(line).unwrap_err().to_string();
+        assert!(e.contains("not base64"), "{e}");
+    }
+
+    #[test]
+    fn sixty_four_bit_integers_are_decimal_strings_and_numbers_are_read_too() {
+        assert_eq!(json(&AnyValue::Int(-7)), r#"{"intValue":"-7"}"#);
+        assert_eq!(json(&AnyValue::Int(i64::MAX)), r#"{"intValue":"9223372036854775807"}"#);
+        let read = |t: &str| serde_json::from_str::<AnyValue>(t).unwrap();
+        assert_eq!(read(r#"{"intValue":"-7"}"#), AnyValue::Int(-7));
+        assert_eq!(read(r#"{"intValue":-7}"#), AnyValue::Int(-7));
+        assert!(serde_json::from_str::<AnyValue>(r#"{"intValue":"1.5"}"#).is_err());
+    }
+
+    #[test]
+    fn doubles_that_json_cannot_hold_are_written_as_proto3_spells_them() {
+        assert_eq!(json(&AnyValue::Double(1.5)), r#"{"doubleValue":1.5}"#);
+        assert_eq!(json(&AnyValue::Double(f64::NAN)), r#"{"doubleValue":"NaN"}"#);
+        assert_eq!(json(&AnyValue::Double(f64::INFINITY)), r#"{"doubleValue":"Infinity"}"#);
+        assert_eq!(json(&AnyValue::Double(f64::NEG_INFINITY)), r#"{"doubleValue":"-Infinity"}"#);
+        let back: AnyValue = serde_json::from_str(r#"{"doubleValue":"-Infinity"}"#).unwrap();
+        assert_eq!(back, AnyValue::Double(f64::NEG_INFINITY));
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        let s = "a \"q\" \\ \n \u{1} ü";
+        let text = json(&AnyValue::Str(s.into()));
+        assert_eq!(serde_json::from_str::<AnyValue>(&text).unwrap(), AnyValue::Str(s.into()));
+    }
+
+    #[test]
+    fn base64_matches_the_rfc_4648_examples() {
+        for (raw, enc) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+        ] {
+            assert_eq!(bytes_value::base64(raw.as_bytes()), enc);
+        }
+    }
+
+    #[test]
+    fn a_span_without_a_parent_or_with_an_empty_one_reads_as_a_root() {
+        let span = |parent: &str| {
+            let line =
+                format!(r#"{{"traceId":"{}","spanId":"{}"{parent}}}"#, "ab".repeat(16), "01".repeat(8));
+            serde_json::from_str::<Span>(&line).unwrap()
+        };
+        assert_eq!(span("").parent_span_id, None);
+        assert_eq!(span(r#","parentSpanId":"""#).parent_span_id, None);
+        assert_eq!(
+            span(r#","parentSpanId":"0000000000000002""#).parent_span_id,
+            Some([0, 0, 0, 0, 0, 0, 0, 2])
+        );
+        let text = json(&span(""));
+        assert!(!text.contains("parentSpanId"), "{text}");
+    }
+
+    #[test]
+    fn metrics_survive_a_round_trip_through_otlp_json() {
+        let m = MetricsData {
+            resource_metrics: vec![ResourceMetrics {
+                resource: Resource { attributes: vec![KeyValue::str("service.name", "cabin")] },
+                scope_metrics: vec![ScopeMetrics {
+                    scope: Scope { name: "s".into(), version: "1".into() },
+                    metrics: vec![
+                        Metric {
+                            name: "m".into(),
+                            description: "d".into(),
+                            unit: "ms".into(),
+                            data: MetricData::Gauge(vec![NumberDataPoint {
+                                attributes: vec![KeyValue::int("n", -3)],
+                                start_time_unix_nano: 1,
+                                time_unix_nano: u64::MAX,
+                                value: Number::Int(i64::MIN),
+                            }]),
+                        },
+                        Metric {
+                            name: "total".into(),
+                            description: String::new(),
+                            unit: "{action}".into(),
+                            data: MetricData::Sum {
+                                points: vec![NumberDataPoint {
+                                    attributes: vec![],
+                                    start_time_unix_nano: 0,
+                                    time_unix_nano: 2,
+                                    value: Number::Double(0.5),
+                                }],
+                                temporality: 2,
+                                monotonic: true,
+                            },
+                        },
+                    ],
+                }],
+            }],
+        };
+        let line = m.to_json_line();
+        assert!(line.contains(r#""asInt":"-9223372036854775808""#), "{line}");
+        assert!(line.contains(r#""timeUnixNano":"18446744073709551615""#), "{line}");
+        assert!(line.contains(r#""gauge":{"dataPoints":[{"#), "{line}");
+        assert!(line.contains(r#""aggregationTemporality":2,"isMonotonic":true"#), "{line}");
+        assert_eq!(serde_json::from_str::<MetricsData>(&line).unwrap(), m);
+        assert_eq!(m.point_count(), 2);
+    }
+}
