@@ -18,12 +18,12 @@ fn read<T: serde::de::DeserializeOwned>(v: &Json) -> Result<T, ParseFault> {
 }
 
 /// Reads one OTLP/JSON `TracesData`.
-pub fn traces_from_json(v: &Json) -> Result<TracesData, ParseFault> {
+pub fn traces_from_json(v: &Json) -> Result<TracesData<'static>, ParseFault> {
     read(v)
 }
 
 /// Reads one OTLP/JSON `MetricsData` (gauges and sums).
-pub fn metrics_from_json(v: &Json) -> Result<MetricsData, ParseFault> {
+pub fn metrics_from_json(v: &Json) -> Result<MetricsData<'static>, ParseFault> {
     read(v)
 }
 

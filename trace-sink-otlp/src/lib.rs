@@ -105,10 +105,11 @@ mod ids;
 pub mod model;
 mod resource;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use trace_core::{Event, Field, Finish, LaneSlice, Sink, Start, Tid, Value};
+use trace_core::{Event, Field, Finish, LaneSlice, Sink, Site, Start, Tid, Value};
 
 pub use ids::{fresh_trace_id, SpanId, TraceId};
 pub use resource::{
@@ -128,9 +129,8 @@ pub const SUFFIX: &str = "otlp.json";
 /// The instrumentation scope every span is written under.
 pub const SCOPE_NAME: &str = "cabin-trace";
 
-/// A line is written once this many spans and span events have built up
-/// (about 1 MiB of JSON).
-const LINE_ITEMS: usize = 2048;
+/// A line is written once this many bytes of spans have built up.
+const LINE_AT: usize = 1 << 20;
 
 /// The trace a capture joins: its trace id and, for a capture started by
 /// another traced process, the span it runs under.
@@ -155,7 +155,7 @@ impl TraceContext {
 struct Open {
     id: SpanId,
     parent: Option<SpanId>,
-    events: Vec<SpanEvent>,
+    events: Vec<SpanEvent<'static>>,
 }
 
 /// The OTLP/JSON file sink. See the crate docs for the mapping.
@@ -175,13 +175,11 @@ pub struct OtlpSink {
     threads: HashMap<Tid, String>,
     open: HashMap<Tid, Vec<Open>>,
     /// Events outside every span while the root is not open.
-    orphans: Vec<SpanEvent>,
-    /// The resource every line repeats.
-    resource: Resource,
-    /// The current line's spans.
-    spans: Vec<Span>,
-    /// Spans and span events in `spans`.
-    line_items: usize,
+    orphans: Vec<SpanEvent<'static>>,
+    /// The JSON of every line before its spans and after them.
+    frame: LineFrame,
+    /// The current line's spans: JSON, comma-separated.
+    spans: Vec<u8>,
 }
 
 impl Default for OtlpSink {
@@ -207,9 +205,8 @@ impl OtlpSink {
             threads: HashMap::new(),
             open: HashMap::new(),
             orphans: Vec::new(),
-            resource: Resource::default(),
+            frame: LineFrame::default(),
             spans: Vec::new(),
-            line_items: 0,
         }
     }
 
@@ -244,13 +241,19 @@ impl OtlpSink {
     }
 
     /// A span of this trace, without attributes or events yet.
-    fn span(&self, id: SpanId, parent: Option<SpanId>, name: &str, (begin_ns, end_ns): (u64, u64)) -> Span {
+    fn span<'a>(
+        &self,
+        id: SpanId,
+        parent: Option<SpanId>,
+        name: &'a str,
+        (begin_ns, end_ns): (u64, u64),
+    ) -> Span<'a> {
         Span {
             trace_id: self.context.trace_id,
             span_id: id,
-            trace_state: String::new(),
+            trace_state: Cow::Borrowed(""),
             parent_span_id: parent,
-            name: name.to_string(),
+            name: Cow::Borrowed(name),
             kind: model::SPAN_KIND_INTERNAL,
             start_time_unix_nano: self.clock.unix_ns(begin_ns),
             end_time_unix_nano: self.clock.unix_ns(end_ns),
@@ -258,16 +261,6 @@ impl OtlpSink {
             events: Vec::new(),
             status: Some(Status::default()),
         }
-    }
-
-    /// Adds a span to the current line, and writes the line once it is full.
-    fn push(&mut self, span: Span, out: &mut dyn Write) -> io::Result<()> {
-        self.line_items += 1 + span.events.len();
-        self.spans.push(span);
-        if self.line_items >= LINE_ITEMS {
-            self.write_line(out)?;
-        }
-        Ok(())
     }
 
     fn lane(&mut self, slice: &LaneSlice<'_>, out: &mut dyn Write) -> io::Result<()> {
@@ -278,7 +271,8 @@ impl OtlpSink {
         ];
         let mut span = self.span(id, Some(self.root_id), slice.name, (slice.begin_ns, slice.end_ns));
         span.attributes = attributes(slice.fields, extra);
-        self.push(span, out)
+        append(&mut self.spans, &span)?;
+        self.write_some(out)
     }
 
     /// Writes the current line, if it holds any span.
@@ -286,25 +280,63 @@ impl OtlpSink {
         if self.spans.is_empty() {
             return Ok(());
         }
-        let data = TracesData {
+        let r = out
+            .write_all(&self.frame.head)
+            .and_then(|()| out.write_all(&self.spans))
+            .and_then(|()| out.write_all(&self.frame.tail));
+        self.spans.clear();
+        r
+    }
+
+    fn write_some(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        if self.spans.len() >= LINE_AT {
+            self.write_line(out)?;
+        }
+        Ok(())
+    }
+}
+
+/// A line's JSON around its spans: the model's serialization of a
+/// `TracesData` with the resource, the scope and no spans, cut inside its
+/// empty list of spans (the last list of the line). Every span is serialized
+/// into the line as it ends, so the sink never holds more than a line.
+#[derive(Debug, Default)]
+struct LineFrame {
+    /// Up to `"spans":[`.
+    head: Vec<u8>,
+    /// From the list's `]` on, with the line's newline.
+    tail: Vec<u8>,
+}
+
+impl LineFrame {
+    fn new(resource: Resource<'_>) -> Self {
+        let scope = Scope { name: SCOPE_NAME.into(), version: env!("CARGO_PKG_VERSION").into() };
+        let empty = TracesData {
             resource_spans: vec![ResourceSpans {
-                resource: self.resource.clone(),
-                scope_spans: vec![ScopeSpans {
-                    scope: Scope { name: SCOPE_NAME.into(), version: env!("CARGO_PKG_VERSION").into() },
-                    spans: std::mem::take(&mut self.spans),
-                }],
+                resource,
+                scope_spans: vec![ScopeSpans { scope, spans: Vec::new() }],
             }],
         };
-        self.line_items = 0;
-        let mut line = data.to_json_line();
-        line.push('\n');
-        out.write_all(line.as_bytes())
+        let mut text = empty.to_json_line();
+        text.push('\n');
+        const SPANS: &str = r#""spans":["#;
+        let at = text.rfind(SPANS).map_or(0, |i| i + SPANS.len());
+        LineFrame { head: text[..at].into(), tail: text[at..].into() }
     }
+}
+
+/// Appends `span` to `spans`, the current line's.
+fn append(spans: &mut Vec<u8>, span: &Span<'_>) -> io::Result<()> {
+    if !spans.is_empty() {
+        spans.push(b',');
+    }
+    serde_json::to_writer(spans, span)?;
+    Ok(())
 }
 
 /// A span event at `time_unix_ns`, named by its `message` field (every other
 /// field an attribute), else by its site.
-fn span_event(time_unix_ns: u64, site: &trace_core::Site<'_>, fields: &[Field<'_>]) -> SpanEvent {
+fn span_event(time_unix_ns: u64, site: &Site<'_>, fields: &[Field<'_>]) -> SpanEvent<'static> {
     let message = fields.iter().find_map(|f| match (f.name, f.value) {
         ("message", Value::Str(m)) => Some(m),
         _ => None,
@@ -315,8 +347,8 @@ fn span_event(time_unix_ns: u64, site: &trace_core::Site<'_>, fields: &[Field<'_
     let attributes = rest.map(|f| (f.name, f.value)).chain(extra);
     SpanEvent {
         time_unix_nano: time_unix_ns,
-        name: message.unwrap_or(site.name).to_string(),
-        attributes: attributes.map(|(key, value)| key_value(key, value)).collect(),
+        name: Cow::Owned(message.unwrap_or(site.name).to_string()),
+        attributes: attributes.map(|(key, value)| key_value(key, value).into_owned()).collect(),
     }
 }
 
@@ -324,31 +356,25 @@ fn span_event(time_unix_ns: u64, site: &trace_core::Site<'_>, fields: &[Field<'_
 fn attributes<'a>(
     fields: &[Field<'a>],
     extra: impl IntoIterator<Item = (&'a str, Value<'a>)>,
-) -> Vec<KeyValue> {
-    fields
-        .iter()
-        .map(|f| key_value(f.name, f.value))
-        .chain(extra.into_iter().map(|(k, v)| key_value(k, v)))
-        .collect()
+) -> Vec<KeyValue<'a>> {
+    let extra = extra.into_iter().map(|(key, value)| key_value(key, value));
+    fields.iter().map(|f| key_value(f.name, f.value)).chain(extra).collect()
 }
 
-fn key_value(key: &str, value: Value<'_>) -> KeyValue {
-    KeyValue { key: key.to_string(), value: any_value(value) }
-}
-
-/// A field's value as an attribute's: an unsigned integer past `i64::MAX`
-/// stays exact as a string rather than wrapped or rounded.
-fn any_value(v: Value<'_>) -> AnyValue {
-    match v {
+/// A field as an attribute: an unsigned integer past `i64::MAX` stays exact
+/// as a string rather than wrapped or rounded.
+fn key_value<'a>(key: &'a str, value: Value<'a>) -> KeyValue<'a> {
+    let value = match value {
         Value::I64(n) => AnyValue::Int(n),
         Value::U64(n) => match i64::try_from(n) {
             Ok(n) => AnyValue::Int(n),
-            Err(_) => AnyValue::Str(n.to_string()),
+            Err(_) => AnyValue::Str(Cow::Owned(n.to_string())),
         },
         Value::F64(x) => AnyValue::Double(x),
         Value::Bool(b) => AnyValue::Bool(b),
-        Value::Str(s) => AnyValue::Str(s.to_string()),
-    }
+        Value::Str(s) => AnyValue::Str(Cow::Borrowed(s)),
+    };
+    KeyValue { key: Cow::Borrowed(key), value }
 }
 
 /// Places monotonic times on the wall clock.
@@ -379,8 +405,8 @@ impl Sink for OtlpSink {
         self.command = start.command.to_string();
         self.clock =
             Clock { anchor_unix_ns: i128::from(start.start_unix_ms) * 1_000_000, start_ns: start.start_ns };
-        self.resource = Resource { attributes: self.env.attributes(start) };
-        self.spans.reserve(LINE_ITEMS);
+        self.frame = LineFrame::new(Resource { attributes: self.env.attributes(start) });
+        self.spans.reserve(64 * 1024);
         Ok(())
     }
 
@@ -426,7 +452,7 @@ impl Sink for OtlpSink {
                 let mut span = self.span(open.id, open.parent, site.name, (begin_ts, ts));
                 span.attributes = attributes(fields, extra);
                 span.events = open.events;
-                return self.push(span, out);
+                append(&mut self.spans, &span)?;
             }
             Event::Instant { thread, ts, site, fields, .. } => {
                 let event = span_event(self.clock.unix_ns(ts), &site, fields);
@@ -440,11 +466,12 @@ impl Sink for OtlpSink {
                     },
                 };
                 events.push(event);
+                return Ok(());
             }
             Event::Lane(ref slice) => return self.lane(slice, out),
-            _ => {}
+            _ => return Ok(()),
         }
-        Ok(())
+        self.write_some(out)
     }
 
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
@@ -456,12 +483,11 @@ impl Sink for OtlpSink {
             } else {
                 (self.root_id, self.context.parent_span_id)
             };
-            let orphans = std::mem::take(&mut self.orphans);
             let times = (self.clock.start_ns, end.end_ns.max(self.clock.start_ns));
             let mut span = self.span(id, parent, &self.command, times);
             span.attributes = vec![key_value("cabin_trace.outside_spans", Value::Bool(true))];
-            span.events = orphans;
-            self.spans.push(span);
+            span.events = std::mem::take(&mut self.orphans);
+            append(&mut self.spans, &span)?;
         }
         self.write_line(out)?;
         out.flush()

@@ -19,14 +19,16 @@
 //! assert_eq!(back.value, AnyValue::Int(3));
 //! ```
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 /// An attribute value (`AnyValue`): one JSON key naming its type.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum AnyValue {
+pub enum AnyValue<'a> {
     /// `stringValue`.
     #[serde(rename = "stringValue")]
-    Str(String),
+    Str(Cow<'a, str>),
     /// `boolValue`.
     #[serde(rename = "boolValue")]
     Bool(bool),
@@ -38,69 +40,91 @@ pub enum AnyValue {
     Double(f64),
     /// `arrayValue`.
     #[serde(rename = "arrayValue", with = "array_value")]
-    Array(Vec<AnyValue>),
+    Array(Vec<AnyValue<'a>>),
     /// `kvlistValue`.
     #[serde(rename = "kvlistValue", with = "kvlist_value")]
-    KvList(Vec<KeyValue>),
+    KvList(Vec<KeyValue<'a>>),
     /// `bytesValue`: written as base64; refused when read.
     #[serde(rename = "bytesValue", with = "bytes_value")]
     Bytes(Vec<u8>),
 }
 
-impl Default for AnyValue {
+impl Default for AnyValue<'_> {
     /// The empty string: what a `KeyValue` without a value reads as.
     fn default() -> Self {
-        AnyValue::Str(String::new())
+        AnyValue::Str(Cow::Borrowed(""))
     }
 }
 
 /// A key and its value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct KeyValue {
+pub struct KeyValue<'a> {
     /// The key, e.g. `service.name`.
-    pub key: String,
+    pub key: Cow<'a, str>,
     /// The value.
     #[serde(default)]
-    pub value: AnyValue,
+    pub value: AnyValue<'a>,
 }
 
-impl KeyValue {
+impl<'a> KeyValue<'a> {
     /// A string attribute.
-    pub fn str(key: &str, value: impl Into<String>) -> Self {
-        KeyValue { key: key.to_string(), value: AnyValue::Str(value.into()) }
+    pub fn str(key: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) -> Self {
+        KeyValue { key: key.into(), value: AnyValue::Str(value.into()) }
     }
 
     /// An integer attribute.
-    pub fn int(key: &str, value: i64) -> Self {
-        KeyValue { key: key.to_string(), value: AnyValue::Int(value) }
+    pub fn int(key: impl Into<Cow<'a, str>>, value: i64) -> Self {
+        KeyValue { key: key.into(), value: AnyValue::Int(value) }
+    }
+}
+
+impl AnyValue<'_> {
+    /// The same value, owning its text.
+    pub fn into_owned(self) -> AnyValue<'static> {
+        match self {
+            AnyValue::Str(s) => AnyValue::Str(Cow::Owned(s.into_owned())),
+            AnyValue::Bool(b) => AnyValue::Bool(b),
+            AnyValue::Int(n) => AnyValue::Int(n),
+            AnyValue::Double(x) => AnyValue::Double(x),
+            AnyValue::Array(items) => AnyValue::Array(items.into_iter().map(AnyValue::into_owned).collect()),
+            AnyValue::KvList(kvs) => AnyValue::KvList(kvs.into_iter().map(KeyValue::into_owned).collect()),
+            AnyValue::Bytes(b) => AnyValue::Bytes(b),
+        }
+    }
+}
+
+impl KeyValue<'_> {
+    /// The same attribute, owning its text.
+    pub fn into_owned(self) -> KeyValue<'static> {
+        KeyValue { key: Cow::Owned(self.key.into_owned()), value: self.value.into_owned() }
     }
 }
 
 /// The entity that produced the data: `resource.attributes`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Resource {
+pub struct Resource<'a> {
     /// Its attributes.
     #[serde(default)]
-    pub attributes: Vec<KeyValue>,
+    pub attributes: Vec<KeyValue<'a>>,
 }
 
 /// The instrumentation scope.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Scope {
+pub struct Scope<'a> {
     /// Its name.
     #[serde(default)]
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// Its version.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub version: String,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub version: Cow<'a, str>,
 }
 
 /// A span's status.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Status {
+pub struct Status<'a> {
     /// The message.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub message: String,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub message: Cow<'a, str>,
     /// `STATUS_CODE_UNSET` 0, `OK` 1, `ERROR` 2.
     #[serde(default)]
     pub code: i32,
@@ -109,16 +133,16 @@ pub struct Status {
 /// An event of a span.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SpanEvent {
+pub struct SpanEvent<'a> {
     /// Unix nanoseconds.
     #[serde(default, with = "decimal")]
     pub time_unix_nano: u64,
     /// Its name.
     #[serde(default)]
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// Its attributes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attributes: Vec<KeyValue>,
+    pub attributes: Vec<KeyValue<'a>>,
 }
 
 /// `SPAN_KIND_INTERNAL`: a span of the process's own work.
@@ -127,7 +151,7 @@ pub const SPAN_KIND_INTERNAL: i32 = 1;
 /// One span.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Span {
+pub struct Span<'a> {
     /// 16 bytes.
     #[serde(with = "hex_id")]
     pub trace_id: [u8; 16],
@@ -135,14 +159,14 @@ pub struct Span {
     #[serde(with = "hex_id")]
     pub span_id: [u8; 8],
     /// W3C trace state.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub trace_state: String,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub trace_state: Cow<'a, str>,
     /// The parent's id, if any.
     #[serde(default, with = "parent_id", skip_serializing_if = "Option::is_none")]
     pub parent_span_id: Option<[u8; 8]>,
     /// Its name.
     #[serde(default)]
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// Span kind ([`SPAN_KIND_INTERNAL`] 1).
     #[serde(default)]
     pub kind: i32,
@@ -154,48 +178,48 @@ pub struct Span {
     pub end_time_unix_nano: u64,
     /// Its attributes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attributes: Vec<KeyValue>,
+    pub attributes: Vec<KeyValue<'a>>,
     /// Its events.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub events: Vec<SpanEvent>,
+    pub events: Vec<SpanEvent<'a>>,
     /// Its status, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Status>,
+    pub status: Option<Status<'a>>,
 }
 
 /// Spans of one scope.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ScopeSpans {
+pub struct ScopeSpans<'a> {
     /// The scope.
     #[serde(default)]
-    pub scope: Scope,
+    pub scope: Scope<'a>,
     /// The spans.
     #[serde(default)]
-    pub spans: Vec<Span>,
+    pub spans: Vec<Span<'a>>,
 }
 
 /// Spans of one resource.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ResourceSpans {
+pub struct ResourceSpans<'a> {
     /// The resource.
     #[serde(default)]
-    pub resource: Resource,
+    pub resource: Resource<'a>,
     /// By scope.
     #[serde(default)]
-    pub scope_spans: Vec<ScopeSpans>,
+    pub scope_spans: Vec<ScopeSpans<'a>>,
 }
 
 /// `TracesData` (the body of an `ExportTraceServiceRequest`): one line of a
 /// trace file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TracesData {
+pub struct TracesData<'a> {
     /// By resource.
-    pub resource_spans: Vec<ResourceSpans>,
+    pub resource_spans: Vec<ResourceSpans<'a>>,
 }
 
-impl TracesData {
+impl TracesData<'_> {
     /// This data as one line of OTLP/JSON (no newline).
     pub fn to_json_line(&self) -> String {
         json_line(self)
@@ -221,10 +245,10 @@ pub enum Number {
 /// One measurement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NumberDataPoint {
+pub struct NumberDataPoint<'a> {
     /// Its attributes.
     #[serde(default)]
-    pub attributes: Vec<KeyValue>,
+    pub attributes: Vec<KeyValue<'a>>,
     /// Start of the interval measured, Unix nanoseconds.
     #[serde(default, with = "decimal")]
     pub start_time_unix_nano: u64,
@@ -239,16 +263,16 @@ pub struct NumberDataPoint {
 /// What a metric's points are. Other kinds (histograms, summaries) are
 /// refused when read.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum MetricData {
+pub enum MetricData<'a> {
     /// A gauge: each point a measurement of its own.
     #[serde(rename = "gauge", with = "gauge")]
-    Gauge(Vec<NumberDataPoint>),
+    Gauge(Vec<NumberDataPoint<'a>>),
     /// A sum.
     #[serde(rename = "sum")]
     Sum {
         /// The points.
         #[serde(rename = "dataPoints", default)]
-        points: Vec<NumberDataPoint>,
+        points: Vec<NumberDataPoint<'a>>,
         /// 1 delta, 2 cumulative.
         #[serde(rename = "aggregationTemporality", default)]
         temporality: i32,
@@ -260,54 +284,54 @@ pub enum MetricData {
 
 /// One metric.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Metric {
+pub struct Metric<'a> {
     /// Its name, e.g. `cabin_trace.command.duration`.
     #[serde(default)]
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// What it measures.
     #[serde(default)]
-    pub description: String,
+    pub description: Cow<'a, str>,
     /// UCUM unit, e.g. `ms`, `By`, `{action}`.
     #[serde(default)]
-    pub unit: String,
+    pub unit: Cow<'a, str>,
     /// The points.
     #[serde(flatten)]
-    pub data: MetricData,
+    pub data: MetricData<'a>,
 }
 
 /// Metrics of one scope.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ScopeMetrics {
+pub struct ScopeMetrics<'a> {
     /// The scope.
     #[serde(default)]
-    pub scope: Scope,
+    pub scope: Scope<'a>,
     /// The metrics.
     #[serde(default)]
-    pub metrics: Vec<Metric>,
+    pub metrics: Vec<Metric<'a>>,
 }
 
 /// Metrics of one resource.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ResourceMetrics {
+pub struct ResourceMetrics<'a> {
     /// The resource.
     #[serde(default)]
-    pub resource: Resource,
+    pub resource: Resource<'a>,
     /// By scope.
     #[serde(default)]
-    pub scope_metrics: Vec<ScopeMetrics>,
+    pub scope_metrics: Vec<ScopeMetrics<'a>>,
 }
 
 /// `MetricsData` (the body of an `ExportMetricsServiceRequest`): one line of
 /// a metrics file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct MetricsData {
+pub struct MetricsData<'a> {
     /// By resource.
-    pub resource_metrics: Vec<ResourceMetrics>,
+    pub resource_metrics: Vec<ResourceMetrics<'a>>,
 }
 
-impl MetricsData {
+impl MetricsData<'_> {
     /// This data as one line of OTLP/JSON (no newline).
     pub fn to_json_line(&self) -> String {
         json_line(self)
@@ -401,8 +425,8 @@ pub mod decimal {
     use serde::Serializer;
 
     /// Writes `n` as a decimal string.
-    pub fn serialize<T: fmt::Display, S: Serializer>(n: &T, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(n)
+    pub fn serialize<T: itoa::Integer, S: Serializer>(n: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(itoa::Buffer::new().format(*n))
     }
 
     /// Reads a decimal string or a JSON integer.
@@ -489,11 +513,11 @@ mod array_value {
 
     use super::{AnyValue, Values};
 
-    pub fn serialize<S: Serializer>(values: &Vec<AnyValue>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(values: &Vec<AnyValue<'_>>, s: S) -> Result<S::Ok, S::Error> {
         Values { values }.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<AnyValue>, D::Error> {
+    pub fn deserialize<'de, 'a, D: Deserializer<'de>>(d: D) -> Result<Vec<AnyValue<'a>>, D::Error> {
         Values::deserialize(d).map(|v| v.values)
     }
 }
@@ -503,11 +527,11 @@ mod kvlist_value {
 
     use super::{KeyValue, Values};
 
-    pub fn serialize<S: Serializer>(values: &Vec<KeyValue>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(values: &Vec<KeyValue<'_>>, s: S) -> Result<S::Ok, S::Error> {
         Values { values }.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<KeyValue>, D::Error> {
+    pub fn deserialize<'de, 'a, D: Deserializer<'de>>(d: D) -> Result<Vec<KeyValue<'a>>, D::Error> {
         Values::deserialize(d).map(|v| v.values)
     }
 }
@@ -525,11 +549,11 @@ mod gauge {
         data_points: T,
     }
 
-    pub fn serialize<S: Serializer>(data_points: &Vec<NumberDataPoint>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(data_points: &Vec<NumberDataPoint<'_>>, s: S) -> Result<S::Ok, S::Error> {
         Gauge { data_points }.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<NumberDataPoint>, D::Error> {
+    pub fn deserialize<'de, 'a, D: Deserializer<'de>>(d: D) -> Result<Vec<NumberDataPoint<'a>>, D::Error> {
         Gauge::deserialize(d).map(|g| g.data_points)
     }
 }
@@ -663,7 +687,7 @@ mod tests {
                         },
                         Metric {
                             name: "total".into(),
-                            description: String::new(),
+                            description: Cow::Borrowed(""),
                             unit: "{action}".into(),
                             data: MetricData::Sum {
                                 points: vec![NumberDataPoint {

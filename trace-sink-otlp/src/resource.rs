@@ -160,26 +160,26 @@ impl ResourceEnv {
     /// `OTEL_RESOURCE_ATTRIBUTES` (which replaces a detected attribute of the
     /// same key). `service.name` is `OTEL_SERVICE_NAME`, else the one in
     /// `OTEL_RESOURCE_ATTRIBUTES`, else the captured command.
-    pub(crate) fn attributes(&self, start: &trace_core::Start<'_>) -> Vec<KeyValue> {
+    pub(crate) fn attributes(&self, start: &trace_core::Start<'_>) -> Vec<KeyValue<'static>> {
         let from_attrs = self.attributes.iter().find(|(k, _)| k == "service.name").map(|(_, v)| v.clone());
         let service = self.service_name.clone().or(from_attrs).unwrap_or_else(|| start.command.to_string());
         let mut out =
             vec![KeyValue::str("service.name", service), KeyValue::int("process.pid", i64::from(start.pid))];
         if let Some(argv0) = std::env::args_os().next() {
-            out.push(KeyValue::str("process.command", argv0.to_string_lossy()));
+            out.push(KeyValue::str("process.command", argv0.to_string_lossy().into_owned()));
         }
         if let Some(host) = host_name() {
             out.push(KeyValue::str("host.name", host));
         }
-        out.push(KeyValue::str("cabin_trace.command", start.command));
-        out.push(KeyValue::str("cabin_trace.stem", start.stem));
+        out.push(KeyValue::str("cabin_trace.command", start.command.to_string()));
+        out.push(KeyValue::str("cabin_trace.stem", start.stem.to_string()));
         for (k, v) in &self.attributes {
             if k == "service.name" {
                 continue;
             }
             match out.iter_mut().find(|kv| kv.key == *k) {
-                Some(slot) => slot.value = AnyValue::Str(v.clone()),
-                None => out.push(KeyValue::str(k, v.as_str())),
+                Some(slot) => slot.value = AnyValue::Str(v.clone().into()),
+                None => out.push(KeyValue::str(k.clone(), v.clone())),
             }
         }
         out
@@ -252,13 +252,13 @@ mod tests {
         ResourceEnv::from_lookup(|n| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.into())).unwrap()
     }
 
-    fn get(attrs: &[KeyValue], key: &str) -> Option<AnyValue> {
+    fn get(attrs: &[KeyValue<'static>], key: &str) -> Option<AnyValue<'static>> {
         attrs.iter().find(|kv| kv.key == key).map(|kv| kv.value.clone())
     }
 
     #[test]
     fn the_service_name_is_otel_service_name_then_the_resource_attribute_then_the_command() {
-        let s = |v: &str| Some(AnyValue::Str(v.to_string()));
+        let s = |v: &str| Some(AnyValue::Str(v.to_string().into()));
         assert_eq!(get(&env(&[]).attributes(&start()), "service.name"), s("build"));
         let attrs = env(&[(RESOURCE_ATTRIBUTES_VAR, "service.name=from-attrs")]).attributes(&start());
         assert_eq!(get(&attrs, "service.name"), s("from-attrs"));
