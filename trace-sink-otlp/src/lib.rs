@@ -84,13 +84,14 @@
 //! # One OTLP model
 //!
 //! [`model`] holds the OTLP data model (traces, and the gauges and sums of
-//! metrics) with its OTLP/JSON form as serde attributes: hex ids, 64-bit
-//! integers as decimal strings, integer enums. The sink builds a
-//! [`model::Span`] per span and writes each line with `serde_json`;
-//! `trace-export-otlp` reads these lines into the same types, builds its
-//! metrics with them, and encodes them as protobuf. The tests decode every
-//! line with the official `opentelemetry-proto` Python classes after checking
-//! the hex ids.
+//! metrics), its text borrowed or owned. The sink builds a [`model::Span`]
+//! from the capture's strings as each span ends and appends it to the current
+//! line with the crate's one OTLP/JSON writer; `trace-export-otlp` reads these
+//! lines into the same types (`serde`, derived on the model), builds its
+//! metrics with them and writes them with the same writer
+//! ([`model::MetricsData::to_json_line`]). The tests decode every line with
+//! the official `opentelemetry-proto` Python classes after checking the hex
+//! ids, and read every line written back into the model.
 //!
 //! # What it does not do
 //!
@@ -102,6 +103,7 @@
 #![deny(missing_docs)]
 
 mod ids;
+mod json_writer;
 pub mod model;
 mod resource;
 
@@ -118,9 +120,7 @@ pub use resource::{
 };
 
 use ids::SpanIds;
-use model::{
-    AnyValue, KeyValue, Resource, ResourceSpans, Scope, ScopeSpans, Span, SpanEvent, Status, TracesData,
-};
+use model::{AnyValue, KeyValue, Resource, Scope, Span, SpanEvent, Status};
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "otlp";
@@ -176,8 +176,8 @@ pub struct OtlpSink {
     open: HashMap<Tid, Vec<Open>>,
     /// Events outside every span while the root is not open.
     orphans: Vec<SpanEvent<'static>>,
-    /// The JSON of every line before its spans and after them.
-    frame: LineFrame,
+    /// The JSON of every line before its spans (the resource and scope).
+    line_head: Vec<u8>,
     /// The current line's spans: JSON, comma-separated.
     spans: Vec<u8>,
 }
@@ -205,7 +205,7 @@ impl OtlpSink {
             threads: HashMap::new(),
             open: HashMap::new(),
             orphans: Vec::new(),
-            frame: LineFrame::default(),
+            line_head: Vec::new(),
             spans: Vec::new(),
         }
     }
@@ -271,7 +271,7 @@ impl OtlpSink {
         ];
         let mut span = self.span(id, Some(self.root_id), slice.name, (slice.begin_ns, slice.end_ns));
         span.attributes = attributes(slice.fields, extra);
-        append(&mut self.spans, &span)?;
+        append(&mut self.spans, &span);
         self.write_some(out)
     }
 
@@ -281,9 +281,10 @@ impl OtlpSink {
             return Ok(());
         }
         let r = out
-            .write_all(&self.frame.head)
+            .write_all(&self.line_head)
             .and_then(|()| out.write_all(&self.spans))
-            .and_then(|()| out.write_all(&self.frame.tail));
+            .and_then(|()| out.write_all(json_writer::TRACES_TAIL))
+            .and_then(|()| out.write_all(b"\n"));
         self.spans.clear();
         r
     }
@@ -296,42 +297,12 @@ impl OtlpSink {
     }
 }
 
-/// A line's JSON around its spans: the model's serialization of a
-/// `TracesData` with the resource, the scope and no spans, cut inside its
-/// empty list of spans (the last list of the line). Every span is serialized
-/// into the line as it ends, so the sink never holds more than a line.
-#[derive(Debug, Default)]
-struct LineFrame {
-    /// Up to `"spans":[`.
-    head: Vec<u8>,
-    /// From the list's `]` on, with the line's newline.
-    tail: Vec<u8>,
-}
-
-impl LineFrame {
-    fn new(resource: Resource<'_>) -> Self {
-        let scope = Scope { name: SCOPE_NAME.into(), version: env!("CARGO_PKG_VERSION").into() };
-        let empty = TracesData {
-            resource_spans: vec![ResourceSpans {
-                resource,
-                scope_spans: vec![ScopeSpans { scope, spans: Vec::new() }],
-            }],
-        };
-        let mut text = empty.to_json_line();
-        text.push('\n');
-        const SPANS: &str = r#""spans":["#;
-        let at = text.rfind(SPANS).map_or(0, |i| i + SPANS.len());
-        LineFrame { head: text[..at].into(), tail: text[at..].into() }
-    }
-}
-
 /// Appends `span` to `spans`, the current line's.
-fn append(spans: &mut Vec<u8>, span: &Span<'_>) -> io::Result<()> {
+fn append(spans: &mut Vec<u8>, span: &Span<'_>) {
     if !spans.is_empty() {
         spans.push(b',');
     }
-    serde_json::to_writer(spans, span)?;
-    Ok(())
+    json_writer::span(spans, span);
 }
 
 /// A span event at `time_unix_ns`, named by its `message` field (every other
@@ -405,7 +376,10 @@ impl Sink for OtlpSink {
         self.command = start.command.to_string();
         self.clock =
             Clock { anchor_unix_ns: i128::from(start.start_unix_ms) * 1_000_000, start_ns: start.start_ns };
-        self.frame = LineFrame::new(Resource { attributes: self.env.attributes(start) });
+        let resource = Resource { attributes: self.env.attributes(start) };
+        let scope = Scope { name: SCOPE_NAME.into(), version: env!("CARGO_PKG_VERSION").into() };
+        self.line_head.clear();
+        json_writer::traces_head(&mut self.line_head, &resource, &scope);
         self.spans.reserve(64 * 1024);
         Ok(())
     }
@@ -452,7 +426,7 @@ impl Sink for OtlpSink {
                 let mut span = self.span(open.id, open.parent, site.name, (begin_ts, ts));
                 span.attributes = attributes(fields, extra);
                 span.events = open.events;
-                append(&mut self.spans, &span)?;
+                append(&mut self.spans, &span);
             }
             Event::Instant { thread, ts, site, fields, .. } => {
                 let event = span_event(self.clock.unix_ns(ts), &site, fields);
@@ -487,7 +461,7 @@ impl Sink for OtlpSink {
             let mut span = self.span(id, parent, &self.command, times);
             span.attributes = vec![key_value("cabin_trace.outside_spans", Value::Bool(true))];
             span.events = std::mem::take(&mut self.orphans);
-            append(&mut self.spans, &span)?;
+            append(&mut self.spans, &span);
         }
         self.write_line(out)?;
         out.flush()
