@@ -107,46 +107,42 @@ impl KeyValue<'_> {
 
 /// The entity that produced the data: `resource.attributes`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct Resource<'a> {
     /// Its attributes.
-    #[serde(default)]
     pub attributes: Vec<KeyValue<'a>>,
 }
 
 /// The instrumentation scope.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct Scope<'a> {
     /// Its name.
-    #[serde(default)]
     pub name: Cow<'a, str>,
     /// Its version.
-    #[serde(default)]
     pub version: Cow<'a, str>,
 }
 
 /// A span's status.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct Status<'a> {
     /// The message.
-    #[serde(default)]
     pub message: Cow<'a, str>,
     /// `STATUS_CODE_UNSET` 0, `OK` 1, `ERROR` 2.
-    #[serde(default)]
     pub code: i32,
 }
 
 /// An event of a span.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct SpanEvent<'a> {
     /// Unix nanoseconds.
-    #[serde(default, deserialize_with = "decimal::deserialize")]
+    #[serde(deserialize_with = "decimal::deserialize")]
     pub time_unix_nano: u64,
     /// Its name.
-    #[serde(default)]
     pub name: Cow<'a, str>,
     /// Its attributes.
-    #[serde(default)]
     pub attributes: Vec<KeyValue<'a>>,
 }
 
@@ -194,31 +190,28 @@ pub struct Span<'a> {
 
 /// Spans of one scope.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct ScopeSpans<'a> {
     /// The scope.
-    #[serde(default)]
     pub scope: Scope<'a>,
     /// The spans.
-    #[serde(default)]
     pub spans: Vec<Span<'a>>,
 }
 
 /// Spans of one resource.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct ResourceSpans<'a> {
     /// The resource.
-    #[serde(default)]
     pub resource: Resource<'a>,
     /// By scope.
-    #[serde(default)]
     pub scope_spans: Vec<ScopeSpans<'a>>,
 }
 
 /// `TracesData` (the body of an `ExportTraceServiceRequest`): one line of a
 /// trace file.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct TracesData<'a> {
     /// By resource.
     pub resource_spans: Vec<ResourceSpans<'a>>,
@@ -301,31 +294,28 @@ pub struct Metric<'a> {
 
 /// Metrics of one scope.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct ScopeMetrics<'a> {
     /// The scope.
-    #[serde(default)]
     pub scope: Scope<'a>,
     /// The metrics.
-    #[serde(default)]
     pub metrics: Vec<Metric<'a>>,
 }
 
 /// Metrics of one resource.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct ResourceMetrics<'a> {
     /// The resource.
-    #[serde(default)]
     pub resource: Resource<'a>,
     /// By scope.
-    #[serde(default)]
     pub scope_metrics: Vec<ScopeMetrics<'a>>,
 }
 
 /// `MetricsData` (the body of an `ExportMetricsServiceRequest`): one line of
 /// a metrics file.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct MetricsData<'a> {
     /// By resource.
     pub resource_metrics: Vec<ResourceMetrics<'a>>,
