@@ -4,7 +4,7 @@
 //! The types mirror opentelemetry-proto v1's messages field for field, as far
 //! as they go; their text is borrowed or owned ([`Cow`]), so that the sink
 //! builds a span from a capture's strings without copying them. They are
-//! written by the one OTLP/JSON writer, [`crate::json_writer`] (through
+//! written by the crate's one OTLP/JSON writer, `json_writer.rs` (through
 //! [`MetricsData::to_json_line`] and the sink), and read by `serde`: OTLP/JSON
 //! is proto3's JSON mapping with OTLP's exceptions, each one an attribute
 //! below: trace and span ids are lowercase hex ([`hex_id`]), never base64;
