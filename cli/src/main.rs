@@ -45,7 +45,7 @@ enum Command {
     Merge(merge::Args),
     /// Send OTLP files (and summaries as metrics) to an OpenTelemetry
     /// collector, or write summaries as OTLP metrics (`export metrics`).
-    Export(trace_export_otlp::ExportArgs),
+    Export(export::Args),
 }
 
 /// Exit status for bad input (files, options, commands that cannot run).
@@ -58,7 +58,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => compare::run(a),
         Command::Summarize(a) => summarize::run(a),
         Command::Merge(a) => merge::run(a),
-        Command::Export(a) => return export::run(&a),
+        Command::Export(a) => return export::run(a),
     };
     match result {
         Ok(code) => code,

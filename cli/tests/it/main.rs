@@ -2,6 +2,7 @@
 
 mod bench;
 mod compare;
+mod export;
 mod merge;
 mod summarize;
 mod support;
