@@ -177,7 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut code = ExitCode::SUCCESS;
     for head in labels.iter().filter(|l| **l != base) {
         let report = trace_compare::compare(&samples.side(&base, &src)?, &samples.side(head, &src)?, &opts)?;
-        if crate::compare::show(&report, &args.out) != ExitCode::SUCCESS {
+        if crate::compare::show(&report, &args.out)? != ExitCode::SUCCESS {
             code = ExitCode::FAILURE;
         }
     }

@@ -100,10 +100,24 @@ fn detail(row: &Row, paired: bool) -> String {
 }
 
 fn header(report: &Report) -> String {
-    let rule = if report.paired {
+    let rule = if let Some(f) = report.family.filter(|_| report.paired) {
+        let size = if f.declared {
+            format!("m={} declared", f.size)
+        } else {
+            format!("m={}, the timed comparisons made", f.size)
+        };
+        let warning = if f.undersized() {
+            format!(
+                "; WARNING: the report makes {} timed comparisons: the level holds over {} rows chosen \
+                 in advance (the gated ones), not over every row",
+                f.timed_comparisons, f.size
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "paired rule (randomized blocks; family of {} at {})",
-            report.options.family_size, report.options.alpha_paired
+            "paired rule (randomized blocks; Bonferroni family of {size}, at {} family-wise{warning})",
+            report.options.alpha_paired
         )
     } else {
         format!("unpaired rule (Mann-Whitney U at {} and the IQR)", report.options.alpha_unpaired)

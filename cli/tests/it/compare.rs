@@ -30,8 +30,9 @@ fn two_hyperfine_exports_get_a_verdict_per_command() {
     assert!(text.contains("== true =="), "{text}");
     let report =
         json(&cabin_trace(&["compare", &fixture("base.json"), &fixture("head.json"), "--format", "json"]));
-    assert_eq!(report["format_version"], 1);
+    assert_eq!(report["format_version"], 2);
     assert_eq!(report["paired"], false);
+    assert_eq!(report["family"], serde_json::Value::Null, "an unpaired report has no family");
     let groups = report["groups"].as_array().unwrap();
     let wall = |g: &serde_json::Value| {
         g["rows"].as_array().unwrap().iter().find(|r| r["metric"] == "wall").unwrap().clone()
