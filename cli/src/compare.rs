@@ -1,6 +1,6 @@
 //! `cabin-trace compare`: two sides, every metric both have, a verdict each.
 
-mod render;
+pub(crate) mod render;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -5,6 +5,9 @@
 //! - `compare` compares two sides (a `samples.json`, `timings.json` files, a
 //!   hyperfine export) metric by metric;
 //! - `summarize` prints the top phases of `timings.json` files;
+//! - `report` writes one self-contained HTML page of a capture, a family, a
+//!   `bench` session or a comparison (see the `report` module for why its
+//!   charts are SVG written as text);
 //! - `merge` writes one trace per family of captures (a tool and the tools
 //!   it ran; the `trace-merge` crate);
 //! - `export` sends OTLP files to a collector over OTLP/HTTP, or (`export
@@ -24,6 +27,7 @@ mod bench;
 mod compare;
 mod export;
 mod merge;
+mod report;
 mod summarize;
 
 /// Did a change make a command faster or slower: measure it (`bench`), decide
@@ -41,6 +45,7 @@ enum Command {
     Bench(bench::Args),
     Compare(compare::Args),
     Summarize(summarize::Args),
+    Report(report::Args),
     /// Merge the captures of a tool and the tools it ran into one trace.
     Merge(merge::Args),
     /// Send OTLP files (and summaries as metrics) to an OpenTelemetry
@@ -57,6 +62,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Summarize(a) => summarize::run(a),
+        Command::Report(a) => report::run(a),
         Command::Merge(a) => merge::run(a),
         Command::Export(a) => return export::run(&a),
     };

@@ -3,5 +3,6 @@
 mod bench;
 mod compare;
 mod merge;
+mod report;
 mod summarize;
 mod support;
