@@ -3,6 +3,7 @@
 mod bench;
 mod compare;
 mod merge;
+mod open;
 mod report;
 mod summarize;
 mod support;
