@@ -60,8 +60,13 @@ enum Input {
 
 fn read(path: &Path) -> anyhow::Result<Input> {
     let text = std::fs::read(path).with_context(|| format!("{}: cannot be read", path.display()))?;
-    let doc: serde_json::Value =
-        serde_json::from_slice(&text).with_context(|| format!("{}: expected JSON", path.display()))?;
+    let doc: serde_json::Value = serde_json::from_slice(&text).with_context(|| {
+        format!(
+            "{}: not JSON; expected a .timings.json, a .family.json, a samples.json or a `compare --format json` \
+             report (a .pftrace opens with `cabin-trace open`)",
+            path.display()
+        )
+    })?;
     let has = |k: &str| doc.get(k).is_some();
     let kind = |what: &str| format!("{}: not a readable {what}", path.display());
     Ok(if has("scenarios") && has("labels") {

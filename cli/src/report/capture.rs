@@ -393,3 +393,44 @@ fn over_time(p: &mut Page, t: &Trace, timings: &Timings) {
     }
     p.section("counters", "Memory and CPU over time", &body);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(ts: f64, dur: f64, name: &str) -> RawSlice {
+        RawSlice { ts, dur, name: name.into(), detail: String::new(), open: false }
+    }
+
+    #[test]
+    fn a_span_inside_another_is_one_row_below_it_and_a_later_one_back_on_top() {
+        // µs:  0        10        20        30
+        //      [command..........................]
+        //        [fetch...]   [compile...]
+        //          [w]
+        let rows = nest(
+            &[
+                raw(12.0, 10.0, "compile"),
+                raw(0.0, 30.0, "command"),
+                raw(1.0, 8.0, "fetch"),
+                raw(2.0, 1.0, "w"),
+            ],
+            0.0,
+        );
+        let by_name: Vec<(&str, usize)> = rows.iter().map(|s| (s.name.as_str(), s.row)).collect();
+        assert_eq!(by_name, [("command", 0), ("fetch", 1), ("w", 2), ("compile", 1)]);
+        assert_eq!(rows[0].dur, 0.03, "µs become ms");
+    }
+
+    #[test]
+    fn concurrency_steps_at_every_start_and_end() {
+        // ms:  0    1    2    3    4
+        //           [a........]
+        //                [b........]
+        //                     [c]
+        let slice =
+            |start: f64, dur: f64| Slice { start, dur, name: String::new(), row: 0, detail: String::new() };
+        let steps = concurrency(&[slice(1.0, 2.0), slice(2.0, 2.0), slice(3.0, 0.5)]);
+        assert_eq!(steps, [(0.0, 0.0), (1.0, 1.0), (2.0, 2.0), (3.0, 2.0), (3.5, 1.0), (4.0, 0.0)]);
+    }
+}
