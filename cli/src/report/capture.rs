@@ -156,9 +156,12 @@ fn external_lanes(t: &Trace, name: &str, origin: f64) -> (Vec<Slice>, Vec<(i64, 
 }
 
 /// How many slices run at once, over time: (ms, count) at every change.
+/// Times are taken to the nanosecond, so that an action that starts as
+/// another ends is one change, whatever the rounding of the sums.
 fn concurrency(slices: &[Slice]) -> Vec<(f64, f64)> {
+    let ns = |ms: f64| (ms * 1e6).round() / 1e6;
     let mut edges: Vec<(f64, i64)> =
-        slices.iter().flat_map(|s| [(s.start, 1), (s.start + s.dur, -1)]).collect();
+        slices.iter().flat_map(|s| [(ns(s.start), 1), (ns(s.start + s.dur), -1)]).collect();
     edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let mut now = 0i64;
     let mut out: Vec<(f64, f64)> = vec![(0.0, 0.0)];

@@ -27,6 +27,7 @@ rect.slice, rect.action, rect.test, rect.child { stroke: #fff; stroke-width: 0.5
 rect.bar.first, rect.key.first { fill: #4a7fc1; } rect.bar.second, rect.key.second { fill: #e39b3a; }
 polyline.memory { stroke: #4a7fc1; stroke-width: 1.5; } polyline.cpu { stroke: #c14a4a; stroke-width: 1.5; }
 polyline.concurrency { stroke: #4a7fc1; } path.steps { stroke: #4a7fc1; stroke-width: 1.5; }
+circle.memory-point, circle.concurrency-point { fill: #4a7fc1; } circle.cpu-point { fill: #c14a4a; }
 circle.sample { fill: #4a7fc1; fill-opacity: 0.7; } circle.ratio { fill: #666; fill-opacity: 0.7; }
 rect.iqr { fill: #4a7fc1; fill-opacity: 0.15; stroke: #4a7fc1; } line.median { stroke: #000; stroke-width: 2; }
 line.no-change { stroke: #888; stroke-dasharray: 4 3; }

@@ -220,6 +220,20 @@ pub fn line(points: &[(f64, f64)], span: (f64, f64), unit: &str, class: &str, st
     // The points themselves; a count is drawn as steps by a path over them.
     let stroke = if steps { r#" stroke-opacity="0""# } else { "" };
     let _ = write!(s, r#"<polyline class="{class}" fill="none"{stroke} points="{}"/>"#, pts.trim_end());
+    // A few samples (one alone draws no line) are shown as dots too.
+    if points.len() <= 60 {
+        for &(t, v) in points {
+            let _ = write!(
+                s,
+                r#"<circle class="{class}-point" cx="{:.2}" cy="{:.2}" r="2.5"><title>{}: {} {}</title></circle>"#,
+                x.at(t),
+                y.at(v),
+                ms(t),
+                number(v),
+                esc(unit)
+            );
+        }
+    }
     if steps && points.len() > 1 {
         let mut d = String::new();
         for (i, &(t, v)) in points.iter().enumerate() {
