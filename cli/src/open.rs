@@ -29,8 +29,8 @@ const UI_ORIGIN: &str = "https://ui.perfetto.dev";
 /// Prints `https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/<name>`,
 /// opens it with `$BROWSER`, else `xdg-open` or `open` when present (nothing
 /// fails without one: open the address by hand), and exits once the file has
-/// been fetched, after --timeout, or on Ctrl-C. The file is read in the
-/// browser; nothing is uploaded.
+/// been fetched by the UI (a request with its Origin), after --timeout, or
+/// on Ctrl-C. The file is read in the browser; nothing is uploaded.
 #[derive(clap::Args)]
 #[command(after_help = "Exit status: 0 once the file was fetched; 1 when nobody fetched it before \
 --timeout; 2 when the file cannot be read or 127.0.0.1:9001 is taken.")]
@@ -81,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         match listener.accept() {
             Ok((stream, peer)) => match answer(stream, &path, &bytes) {
                 Ok(true) => {
-                    eprintln!("open: {name} was fetched by {peer}; done");
+                    eprintln!("open: the Perfetto UI fetched {name}; done");
                     return Ok(ExitCode::SUCCESS);
                 }
                 Ok(false) => {}
@@ -97,16 +97,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::FAILURE)
 }
 
-/// Answers one request; true when it sent the whole file.
+/// Answers one request; true when it sent the whole file to the UI (a
+/// request whose `Origin` is the UI's). The file goes to any client that asks
+/// for its path (a browser lets only the UI's page read it), but only the UI's
+/// fetch ends the serving.
 fn answer(mut stream: TcpStream, path: &str, bytes: &[u8]) -> std::io::Result<bool> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request_line = String::new();
     reader.read_line(&mut request_line)?;
-    // The headers are read and dropped: nothing in them changes the answer.
+    let mut from_ui = false;
     let mut header = String::new();
     while reader.read_line(&mut header)? > 2 {
+        if let Some((name, value)) = header.split_once(':') {
+            from_ui |= name.trim().eq_ignore_ascii_case("origin") && value.trim() == UI_ORIGIN;
+        }
         header.clear();
     }
     let mut words = request_line.split_whitespace();
@@ -125,7 +131,7 @@ fn answer(mut stream: TcpStream, path: &str, bytes: &[u8]) -> std::io::Result<bo
             stream.write_all(h.as_bytes())?;
             stream.write_all(bytes)?;
             stream.flush()?;
-            Ok(true)
+            Ok(from_ui)
         }
         ("HEAD", true) => {
             stream.write_all(
@@ -134,7 +140,10 @@ fn answer(mut stream: TcpStream, path: &str, bytes: &[u8]) -> std::io::Result<bo
             Ok(false)
         }
         ("OPTIONS", _) => {
-            let allow = "Access-Control-Allow-Methods: GET, HEAD\r\nAccess-Control-Allow-Headers: *\r\n";
+            // A preflight, should the browser send one (Private Network Access
+            // asks a loopback server before a public page's request reaches it).
+            let allow = "Access-Control-Allow-Methods: GET, HEAD\r\nAccess-Control-Allow-Headers: *\r\n\
+                         Access-Control-Allow-Private-Network: true\r\n";
             stream.write_all(head("204 No Content", allow, 0).as_bytes())?;
             Ok(false)
         }

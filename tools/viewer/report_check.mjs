@@ -20,6 +20,8 @@
 import { pathToFileURL } from 'node:url';
 import path from 'node:path';
 
+import { deadline, launchChromium } from './headless.mjs';
+
 const MARKS = [
   'rect.slice', 'rect.action', 'rect.test', 'rect.child', 'rect.bar', 'circle.sample', 'circle.ratio',
   'line.interval', 'circle.geo-mean', 'tr.verdict-row', 'tr.command', 'li.invalid-reason', 'h3.command-phases',
@@ -52,22 +54,8 @@ function parseArgs(argv) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const timer = setTimeout(() => {
-    process.stderr.write(`report_check: still running after ${args.timeoutMs} ms\n`);
-    process.exit(3);
-  }, args.timeoutMs);
-  let chromium;
-  try {
-    ({ chromium } = await import('playwright-core'));
-  } catch (e) {
-    fail(`cannot load the npm package playwright-core (${e.message}); run scripts/install-test-tools.sh`);
-  }
-  const browser = await chromium.launch({
-    executablePath: args.chromium,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
+  const timer = deadline('report_check', args.timeoutMs);
+  const browser = await launchChromium('report_check', args.chromium);
   const reports = [];
   try {
     for (const { file, screenshot } of args.pages) {

@@ -127,3 +127,44 @@ fn open_stops_after_its_timeout_when_nobody_fetches_the_file() {
     assert!(stderr(&o).contains("nobody fetched t.trace.json within 1 s"), "{}", stderr(&o));
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+#[test]
+fn chromium_lets_the_ui_s_page_read_the_served_trace_and_no_other_origin() {
+    let _port = PORT_9001.lock().unwrap_or_else(|e| e.into_inner());
+    let chromium = "/usr/bin/chromium";
+    let install = "run scripts/install-test-tools.sh (Debian's chromium; playwright-core in tools/viewer)";
+    assert!(Path::new(chromium).exists(), "{chromium} is missing: {install}");
+    let viewer = root().join("tools/viewer");
+    assert!(viewer.join("node_modules/playwright-core").exists(), "playwright-core is missing: {install}");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = demo_pftrace(dir.path());
+    let name = trace.file_name().unwrap().to_str().unwrap().to_string();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_cabin-trace"))
+        .args(["open", "--no-browser", "--timeout", "60"])
+        .arg(&trace)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap()).read_line(&mut first).unwrap();
+
+    let out = Command::new("node")
+        .arg(viewer.join("ui_fetch_check.mjs"))
+        .args(["--chromium", chromium, "--url", &format!("http://127.0.0.1:9001/{name}")])
+        .args(["--origin", "https://example.com", "--origin", "https://ui.perfetto.dev"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run node: {e}; {install}"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let results: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let other = &results[0];
+    assert!(other["error"].is_string(), "another origin cannot read it: {other}");
+    assert!(other["console"].to_string().contains("CORS"), "{other}");
+    let ui = &results[1];
+    assert_eq!(ui["status"], 200, "{ui}");
+    assert_eq!(ui["bytes"], std::fs::metadata(&trace).unwrap().len(), "{ui}");
+
+    let exit = server.wait_with_output().unwrap();
+    assert!(exit.status.success(), "{}", stderr(&exit));
+    assert!(stderr(&exit).contains(&format!("the Perfetto UI fetched {name}; done")), "{}", stderr(&exit));
+}
