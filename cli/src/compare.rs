@@ -116,9 +116,10 @@ pub struct OutputArgs {
     /// say where a change went; they do not decide.
     #[arg(long)]
     pub fail_on_regression: bool,
-    /// The primary metrics --fail-on-regression decides on, e.g. `--gate wall
-    /// cpu_user`; a metric the report does not compare is refused.
-    #[arg(long, num_args = 1.., default_value = "wall", value_name = "METRIC")]
+    /// The primary metrics --fail-on-regression decides on, e.g. `--gate
+    /// wall,cpu_user` (or --gate repeated); a metric the report does not
+    /// compare is refused.
+    #[arg(long, value_delimiter = ',', default_value = "wall", value_name = "METRIC,...")]
     pub gate: Vec<String>,
 }
 

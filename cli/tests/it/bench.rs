@@ -79,7 +79,7 @@ fn an_a_a_run_of_the_same_binary_reports_no_regressed_row() {
     let declared = cabin_trace(&["compare", samples, "--family-size", "2"]);
     let text = stdout(&declared);
     assert!(text.contains("m=2 declared") && text.contains("WARNING"), "{text}");
-    let gate = cabin_trace(&["compare", samples, "--fail-on-regression", "--gate", "wall", "phase:nowhere"]);
+    let gate = cabin_trace(&["compare", samples, "--fail-on-regression", "--gate", "wall,phase:nowhere"]);
     assert_eq!(gate.status.code(), Some(2), "{}", stderr(&gate));
     assert!(stderr(&gate).contains("--gate phase:nowhere: not compared"), "{}", stderr(&gate));
 }

@@ -157,6 +157,19 @@ fn two_directories_of_timings_files_are_compared_unpaired_and_a_changed_counter_
     assert_eq!(packages["work"], serde_json::json!([100.0, 200.0]));
     assert_eq!(row(&report, "count:resolve")["verdict"], "unchanged");
     assert_eq!(row(&report, "wall")["base"]["n"], 3);
+
+    // The gate decides on its primary metrics only: wall by default (3 v 3
+    // runs can never reach p < 0.01), the changed counter when asked.
+    let wall = cabin_trace(&["compare", a, b, "--fail-on-regression"]);
+    assert_eq!(wall.status.code(), Some(0), "{}", stderr(&wall));
+    let packages =
+        cabin_trace(&["compare", a, b, "--fail-on-regression", "--gate", "wall,field:resolve.packages"]);
+    assert_eq!(packages.status.code(), Some(1), "{}", stderr(&packages));
+    assert!(
+        stderr(&packages).contains("gate: build: field:resolve.packages: Regressed"),
+        "{}",
+        stderr(&packages)
+    );
 }
 
 #[test]
