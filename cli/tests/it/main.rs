@@ -4,5 +4,7 @@ mod bench;
 mod compare;
 mod export;
 mod merge;
+mod open;
+mod report;
 mod summarize;
 mod support;
