@@ -14,7 +14,7 @@
 //!   of the user registers and the top 32 KiB of the user stack.
 //! - The kernel writes each sample into the event's mmap'd ring buffer; no
 //!   signal, no `EINTR`, no handler reaches the program. The reader thread
-//!   waits on every buffer with `poll` (woken when one is half full), and
+//!   waits on every buffer with `poll` (woken when one is a quarter full), and
 //!   unwinds each sample as it reads it, keeping only its addresses. Samples
 //!   the kernel could not store are counted from `PERF_RECORD_LOST`.
 //! - Unwinding uses the `.eh_frame` (DWARF CFI) of every loaded object, so
@@ -47,8 +47,9 @@
 //!
 //! No environment variable and no feature: the caller chooses the interval
 //! and the threads. The kernel's `kernel.perf_event_paranoid` must be 2 or
-//! less, and the locked-memory limit must hold a 256 KiB buffer per thread
-//! (the sampler tries 128 and 64 KiB before it gives up on a thread).
+//! less, and the locked-memory limit must hold a 512 KiB buffer per thread
+//! (the sampler tries 256, 128 and 64 KiB before it gives up on a
+//! thread).
 //!
 //! # Choice of crates
 //!

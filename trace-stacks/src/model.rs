@@ -23,6 +23,10 @@ pub struct Stacks {
     /// How long symbolization took at the finish (wall time, on the thread
     /// that called `finish`).
     pub symbolization_time: Duration,
+    /// The CPU time of the sampler's reader thread: reading `/proc/self/maps`
+    /// and the objects' unwind sections, waiting on the buffers, parsing
+    /// and unwinding every sample.
+    pub reader_cpu_time: Duration,
 }
 
 /// One sample: where one thread was when it had used one more interval of

@@ -55,9 +55,11 @@ pub(crate) const REG_IP: usize = 2;
 /// thread's start; deeper ones are counted as not unwound.
 pub(crate) const STACK_COPY_BYTES: u32 = 32 * 1024;
 
-/// Data pages of each ring buffer, a power of two: 256 KiB, seven samples.
-/// Smaller buffers are tried when the locked-memory limit refuses it.
-const DATA_PAGES: [usize; 3] = [64, 32, 16];
+/// Data pages of each ring buffer, a power of two: 512 KiB, fifteen samples,
+/// so that a reader thread kept off the CPU for a dozen intervals on a busy
+/// machine loses none. Smaller buffers are tried when the locked-memory
+/// limit refuses it.
+const DATA_PAGES: [usize; 4] = [128, 64, 32, 16];
 
 /// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes), which
 /// every kernel since 4.1 accepts.
@@ -129,8 +131,8 @@ impl ThreadEvent {
         let page = page_size();
         let mut last_error = None;
         for pages in DATA_PAGES {
-            // Wake the reader when half the buffer is full.
-            let attr = attribute(interval, (pages * page / 2) as u32);
+            // Wake the reader when a quarter of the buffer is full.
+            let attr = attribute(interval, (pages * page / 4) as u32);
             let fd = open_event(&attr, tid)?;
             match RingBuffer::map(&fd, pages, page) {
                 Ok(ring) => return Ok(ThreadEvent { fd, ring }),

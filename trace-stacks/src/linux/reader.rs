@@ -43,6 +43,7 @@ struct Collected {
     samples: Vec<RawSample>,
     lost: u64,
     not_unwound: u64,
+    cpu_time: Duration,
 }
 
 /// The Linux sampler: the reader thread and the way to hand it events.
@@ -93,6 +94,7 @@ impl LinuxSampler {
         let collected = self.stop_reader();
         let mut stacks = Stacks { interval: self.interval, ..Stacks::default() };
         let Some(collected) = collected else { return stacks };
+        stacks.reader_cpu_time = collected.cpu_time;
         stacks.counts = SampleCounts {
             taken: collected.samples.len() as u64,
             lost: collected.lost,
@@ -183,7 +185,18 @@ fn read_until_stopped(shared: &Shared) -> Collected {
         samples: state.samples,
         lost: state.lost,
         not_unwound: state.not_unwound,
+        cpu_time: thread_cpu_time(),
     }
+}
+
+/// The calling thread's CPU time so far.
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes one timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
 
 /// What the reader accumulates from the records.

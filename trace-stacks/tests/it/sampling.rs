@@ -83,11 +83,12 @@ fn print_folded(stacks: &Stacks) {
     stacks.write_folded(&mut folded, |_| Vec::new()).unwrap();
     println!("{}", String::from_utf8_lossy(&folded));
     println!(
-        "counts: {:?}, {} frames, {} mappings, symbolized in {:?}",
+        "counts: {:?}, {} frames, {} mappings, symbolized in {:?}, reader CPU {:?}",
         stacks.counts,
         stacks.frames.len(),
         stacks.mappings.len(),
-        stacks.symbolization_time
+        stacks.symbolization_time,
+        stacks.reader_cpu_time
     );
 }
 
@@ -232,4 +233,24 @@ fn under_a_seccomp_filter_the_sampler_does_not_start_and_says_why() {
     .unwrap();
     assert_eq!(error.kind(), StacksErrorKind::Refused, "{error}");
     assert!(error.to_string().contains("a seccomp filter is active"), "{error}");
+}
+
+#[test]
+fn the_reader_sleeps_while_its_threads_are_gone() {
+    let sampler = Sampler::start(INTERVAL).unwrap();
+    run_sampled(&sampler, || {
+        caller_of_the_burn(BURN_CPU_NS / 10);
+    });
+    // The thread has exited: its event reports a hang-up, which the reader
+    // must stop waiting on rather than wake for again and again.
+    thread::sleep(Duration::from_millis(300));
+    let stacks = sampler.finish();
+    assert!(stacks.counts.taken >= 5, "{:?}", stacks.counts);
+    assert!(
+        // About 6 ms here (reading the objects' unwind sections, then the
+        // samples); a reader that polls a hung-up event spins instead.
+        stacks.reader_cpu_time < Duration::from_millis(40),
+        "the reader used {:?} of CPU in 300 ms of waiting",
+        stacks.reader_cpu_time
+    );
 }
