@@ -75,7 +75,9 @@
 //! - No symbols from separate debug files (`.gnu_debuglink`), and no
 //!   unwinding of code without unwind information and frame pointers (a
 //!   JIT's): such samples are counted as not unwound.
-//! - No encoding for a trace format: a sink turns [`Stacks`] into its own.
+//! - No trace file of its own: [`perfetto_packets`] is a prototype of the
+//!   packets the Perfetto sink writes, with a wire encoder of a few lines
+//!   that the sink's own protobuf writer should replace.
 
 #![deny(missing_docs)]
 
@@ -84,9 +86,11 @@ mod folded;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod linux;
 mod model;
+mod perfetto_packets;
 mod sampler;
 
 pub use error::{StacksError, StacksErrorKind};
 pub use folded::NOT_UNWOUND_FRAME;
 pub use model::{Frame, Mapping, Sample, SampleCounts, Stacks};
+pub use perfetto_packets::{perfetto_clock_snapshot, perfetto_packets};
 pub use sampler::{current_thread_id, Sampler};

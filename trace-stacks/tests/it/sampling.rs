@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use trace_stacks::{current_thread_id, Sample, Sampler, Stacks, StacksErrorKind};
 
-const INTERVAL: Duration = Duration::from_millis(1);
+pub(crate) const INTERVAL: Duration = Duration::from_millis(1);
 /// 100 ms of the thread's CPU time, not of the wall clock: on a loaded
 /// machine a thread may get a fraction of a core.
-const BURN_CPU_NS: u64 = 100_000_000;
+pub(crate) const BURN_CPU_NS: u64 = 100_000_000;
 
-fn clock_ns(clock: libc::clockid_t) -> u64 {
+pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: writes one timespec.
     unsafe { libc::clock_gettime(clock, &mut now) };
@@ -28,7 +28,7 @@ fn monotonic_ns() -> u64 {
 /// Spins until the thread has used `cpu_ns` of CPU. The loop calls nothing
 /// (not even in a debug build), so the samples land in this function.
 #[inline(never)]
-fn burn_in_this_function(cpu_ns: u64) -> u64 {
+pub(crate) fn burn_in_this_function(cpu_ns: u64) -> u64 {
     let start = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     loop {
@@ -47,19 +47,19 @@ fn burn_in_this_function(cpu_ns: u64) -> u64 {
 }
 
 #[inline(never)]
-fn caller_of_the_burn(cpu_ns: u64) -> u64 {
+pub(crate) fn caller_of_the_burn(cpu_ns: u64) -> u64 {
     std::hint::black_box(burn_in_this_function(cpu_ns))
 }
 
 /// A thread's id and the monotonic times around its whole sampled life.
-struct Sampled {
-    tid: u32,
-    from_ns: u64,
-    to_ns: u64,
+pub(crate) struct Sampled {
+    pub(crate) tid: u32,
+    pub(crate) from_ns: u64,
+    pub(crate) to_ns: u64,
 }
 
 /// Runs `work` on a new thread that the sampler samples.
-fn run_sampled(sampler: &Sampler, work: impl FnOnce() + Send) -> Sampled {
+pub(crate) fn run_sampled(sampler: &Sampler, work: impl FnOnce() + Send) -> Sampled {
     let from_ns = monotonic_ns();
     let tid = thread::scope(|scope| {
         scope
