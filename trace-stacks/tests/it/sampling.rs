@@ -169,10 +169,11 @@ fn every_sample_lies_on_a_sampled_thread_within_its_life_and_95_percent_unwind_t
         stacks.samples.len()
     );
     assert_eq!(stacks.counts.not_unwound, (stacks.samples.len() - unwound.len()) as u64);
-    // A whole stack passes through the closure run_sampled gave the thread.
+    // A whole stack holds the start of a Rust thread (a sample may land in
+    // it before or after the closure run_sampled gave the thread).
     for sample in unwound {
         let names: Vec<&str> = (0..sample.frames.len()).map(|d| function(&stacks, sample, d)).collect();
-        assert!(names.iter().any(|n| n.contains("run_sampled")), "{names:?}");
+        assert!(names.iter().any(|n| n.ends_with("::thread_start")), "{names:?}");
     }
 }
 
