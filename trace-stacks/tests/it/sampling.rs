@@ -255,3 +255,36 @@ fn the_reader_sleeps_while_its_threads_are_gone() {
         stacks.reader_cpu_time
     );
 }
+
+/// Recurses `depth` times with 4 KiB of stack each, then burns.
+#[inline(never)]
+fn deep(depth: u32, cpu_ns: u64) -> u64 {
+    let mut page = [0u8; 4096];
+    page[depth as usize % 4096] = depth as u8;
+    let page = std::hint::black_box(page);
+    let below = if depth == 0 { caller_of_the_burn(cpu_ns) } else { deep(depth - 1, cpu_ns) };
+    std::hint::black_box(below ^ u64::from(page[7]))
+}
+
+#[test]
+fn a_stack_deeper_than_the_copy_keeps_its_top_and_is_counted_as_not_unwound() {
+    let sampler = Sampler::start(INTERVAL).unwrap();
+    // 80 KiB of stack below the burn, more than the 32 KiB each sample copies.
+    let deep_thread = run_sampled(&sampler, || {
+        deep(20, BURN_CPU_NS / 4);
+    });
+    let stacks = sampler.finish();
+    let samples: Vec<&Sample> = stacks.samples.iter().filter(|s| s.tid == deep_thread.tid).collect();
+    assert!(samples.len() >= 20, "{} samples", samples.len());
+    let cut = samples.iter().filter(|s| !s.unwound).count();
+    assert!(cut * 100 >= samples.len() * 95, "{cut} of {} samples cut", samples.len());
+    assert_eq!(stacks.counts.not_unwound, stacks.samples.iter().filter(|s| !s.unwound).count() as u64);
+    let on_top = samples
+        .iter()
+        .filter(|s| {
+            function(&stacks, s, 0).ends_with("::burn_in_this_function")
+                && function(&stacks, s, 2).ends_with("::deep")
+        })
+        .count();
+    assert!(on_top * 100 >= samples.len() * 80, "{on_top} of {} keep burn over deep", samples.len());
+}
