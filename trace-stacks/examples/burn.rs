@@ -36,10 +36,16 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let started = Instant::now();
     let sampler = trace_stacks::Sampler::start(Duration::from_millis(1))?;
+    let start_time = started.elapsed();
+    let added = Instant::now();
     sampler.add_current_thread()?;
+    let add_time = added.elapsed();
     std::hint::black_box(parse() ^ compile());
+    let finished = Instant::now();
     let stacks = sampler.finish();
+    let finish_time = finished.elapsed();
     stacks.write_folded(std::io::stdout(), |_| vec!["main".to_string()])?;
     if let Some(path) = std::env::args_os().nth(1) {
         let mut trace = trace_stacks::perfetto_clock_snapshot(
@@ -50,7 +56,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::fs::write(path, trace)?;
     }
     eprintln!(
-        "{:?}; symbolized in {:?}; reader CPU {:?}",
+        "{:?}; start {start_time:?}, add a thread {add_time:?}, finish {finish_time:?} \
+         of which symbolization {:?}; reader CPU {:?}",
         stacks.counts, stacks.symbolization_time, stacks.reader_cpu_time
     );
     Ok(())

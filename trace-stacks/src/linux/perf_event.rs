@@ -150,6 +150,13 @@ impl ThreadEvent {
         ))
     }
 
+    /// Opens the event on the calling thread and closes it at once: whether
+    /// the kernel allows this process to sample itself, and if not why.
+    /// Maps no buffer (the locked-memory limit is met per thread, later).
+    pub(crate) fn probe(tid: u32, interval: Duration) -> Result<(), StacksError> {
+        open_event(&attribute(interval, 0), tid).map(drop)
+    }
+
     pub(crate) fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }

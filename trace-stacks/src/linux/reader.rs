@@ -63,7 +63,7 @@ impl LinuxSampler {
         }
         // Ask the kernel once now, so that a refusal is known before any
         // thread is added, and said why.
-        drop(ThreadEvent::open(current_tid(), interval)?);
+        ThreadEvent::probe(current_tid(), interval)?;
         // SAFETY: eventfd has no memory preconditions.
         let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if wake < 0 {
