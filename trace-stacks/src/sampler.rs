@@ -18,6 +18,7 @@ type Inner = std::convert::Infallible;
 /// copies the registers and the top of the stack into a buffer that one
 /// reader thread of the sampler drains). Dropping a sampler without
 /// finishing it stops it and discards its samples.
+#[must_use = "dropping the sampler stops it and discards its samples"]
 pub struct Sampler {
     inner: Inner,
 }

@@ -156,7 +156,12 @@ fn read_until_stopped(shared: &Shared) -> Collected {
         // SAFETY: poll_fds is a valid array of its length.
         let ready = unsafe { libc::poll(poll_fds.as_mut_ptr(), poll_fds.len() as libc::nfds_t, -1) };
         if ready < 0 {
-            continue; // EINTR: this thread takes no signals of ours, but others may.
+            // EINTR (a signal of the program's own) is retried at once; any
+            // other failure (ENOMEM) after a pause, rather than spinning.
+            if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            continue;
         }
         if poll_fds[0].revents != 0 {
             let mut count = [0u8; 8];
