@@ -1,6 +1,7 @@
 //! What a sampling run gives: samples, the frames they name and the mappings
 //! those frames lie in, symbolized once at the finish.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Everything one [`Sampler`](crate::Sampler) recorded, unwound and
@@ -27,6 +28,28 @@ pub struct Stacks {
     /// and the objects' unwind sections, waiting on the buffers, parsing
     /// and unwinding every sample.
     pub reader_cpu_time: Duration,
+}
+
+impl Stacks {
+    /// The `n` functions that the given samples were executing most often
+    /// (their self samples: the leaf frame, an inlined function if the leaf
+    /// was inlined), most first, ties by name; for the summary's top
+    /// functions of a span.
+    pub fn top_functions<'a>(
+        &'a self,
+        samples: impl IntoIterator<Item = &'a Sample>,
+        n: usize,
+    ) -> Vec<(&'a str, u64)> {
+        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+        for sample in samples {
+            let leaf = sample.frames.first().and_then(|&i| self.frames.get(i as usize));
+            *counts.entry(leaf.map_or("??", |f| f.function.as_str())).or_default() += 1;
+        }
+        let mut top: Vec<(&str, u64)> = counts.into_iter().collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        top.truncate(n);
+        top
+    }
 }
 
 /// One sample: where one thread was when it had used one more interval of
@@ -96,4 +119,33 @@ pub struct SampleCounts {
     /// Samples whose stack could not be unwound to the thread's start (too
     /// deep for the stack copy, or code without unwind information).
     pub not_unwound: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(name: &str) -> Frame {
+        Frame { function: name.to_string(), file: None, line: None, mapping: None, rel_pc: 0, inlined: false }
+    }
+
+    #[test]
+    fn the_top_functions_count_leaf_frames_most_first_and_ties_by_name() {
+        let stacks = Stacks {
+            frames: vec![frame("lex"), frame("parse"), frame("main"), frame("hash")],
+            samples: vec![
+                Sample { tid: 1, time_ns: 1, frames: vec![0, 1, 2], unwound: true },
+                Sample { tid: 1, time_ns: 2, frames: vec![1, 2], unwound: true },
+                Sample { tid: 1, time_ns: 3, frames: vec![0, 2], unwound: true },
+                Sample { tid: 1, time_ns: 4, frames: vec![3, 2], unwound: true },
+                Sample { tid: 2, time_ns: 5, frames: vec![3], unwound: false },
+                Sample { tid: 2, time_ns: 6, frames: vec![], unwound: false },
+            ],
+            ..Stacks::default()
+        };
+        assert_eq!(stacks.top_functions(&stacks.samples, 2), [("hash", 2), ("lex", 2)]);
+        let first_thread = stacks.samples.iter().filter(|s| s.tid == 1);
+        assert_eq!(stacks.top_functions(first_thread, 5), [("lex", 2), ("hash", 1), ("parse", 1)]);
+        assert_eq!(stacks.top_functions(&stacks.samples[5..], 5), [("??", 1)]);
+    }
 }
