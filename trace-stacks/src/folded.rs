@@ -82,11 +82,7 @@ fn push_name(line: &mut String, name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Frame;
-
-    fn frame(name: &str) -> Frame {
-        Frame { function: name.to_string(), file: None, line: None, mapping: None, rel_pc: 0, inlined: false }
-    }
+    use crate::model::frame;
 
     #[test]
     fn distinct_stacks_get_one_line_each_with_their_counts_and_spans_first() {

@@ -121,13 +121,15 @@ pub struct SampleCounts {
     pub not_unwound: u64,
 }
 
+/// A frame of the given name and nothing else, for tests.
+#[cfg(test)]
+pub(crate) fn frame(name: &str) -> Frame {
+    Frame { function: name.to_string(), file: None, line: None, mapping: None, rel_pc: 0, inlined: false }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn frame(name: &str) -> Frame {
-        Frame { function: name.to_string(), file: None, line: None, mapping: None, rel_pc: 0, inlined: false }
-    }
 
     #[test]
     fn the_top_functions_count_leaf_frames_most_first_and_ties_by_name() {
