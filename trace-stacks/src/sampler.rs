@@ -56,7 +56,9 @@ impl Sampler {
     }
 
     /// Samples thread `tid` (a `gettid` value of this process) from now on.
-    /// Threads it starts are not sampled unless added too.
+    /// Threads it starts are not sampled unless added too; a thread added
+    /// twice is sampled twice, so add each once. The calling thread pays
+    /// for opening the event and mapping its ring buffer.
     pub fn add_thread(&self, tid: u32) -> Result<(), StacksError> {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         {
