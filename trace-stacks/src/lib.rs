@@ -55,16 +55,20 @@
 //!
 //! - Unwinding: samply's `framehop`, which unwinds x86-64 and aarch64 from
 //!   `.eh_frame` given registers and stack bytes, caches rules per address
-//!   and falls back to frame pointers. The kernel's own frame-pointer
-//!   chains (`PERF_SAMPLE_CALLCHAIN`) stop after a frame or two in a Rust
-//!   release build, which keeps no frame pointers.
+//!   and falls back to frame pointers where an address has no unwind
+//!   information.
 //! - Objects: `object`, reading only the sections unwinding needs through
 //!   a read cache, not whole files.
-//! - Symbols: `addr2line` (gimli, the same version framehop uses, so it is
-//!   compiled once) with its loader, for inlined frames and lines, and the
-//!   symbol table where there is no DWARF; `rustc-demangle` for names.
-//!   What symbolization costs at the finish is measured and reported in
-//!   `docs/performance.md`.
+//! - Symbols: `addr2line` with its loader, for inlined frames and lines, and
+//!   the symbol table where there is no DWARF; `rustc-demangle` for names.
+//!   Measured against blazesym on the same addresses, neither was clearly
+//!   faster, and addr2line uses the gimli that framehop uses, so it is
+//!   compiled once (the figures: the notebook, `docs/dev/performance-history.md`,
+//!   entry of 2026-12-06).
+//! - Frame pointers alone would not do: a Rust build keeps none by default,
+//!   in debug as in release, so the kernel's call chains
+//!   (`PERF_SAMPLE_CALLCHAIN`) end after the leaf; every whole stack of the
+//!   tests is unwound from `.eh_frame`.
 //!
 //! # What it does not do
 //!
