@@ -67,7 +67,7 @@
 //!   entry of 2026-12-06).
 //! - Frame pointers alone would not do: a Rust build keeps none by default,
 //!   in debug as in release, so the kernel's call chains
-//!   (`PERF_SAMPLE_CALLCHAIN`) end after the leaf; every whole stack of the
+//!   (`PERF_SAMPLE_CALLCHAIN`) stop or go astray after the leaf; every whole stack of the
 //!   tests is unwound from `.eh_frame`.
 //!
 //! # What it does not do
