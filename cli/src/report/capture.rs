@@ -183,8 +183,8 @@ pub fn page(path: &Path, timings: &Timings) -> anyhow::Result<Page> {
     let mut facts = vec![
         ("command", esc(&timings.command)),
         ("wall", ms(timings.wall_us as f64 / 1000.0)),
-        ("CPU of the tool (user + system)", cpu(r.self_user_us, r.self_system_us).unwrap_or("-".into())),
-        ("peak RSS of the tool", r.self_max_rss_kib.map_or("-".into(), mib)),
+        ("CPU of the tool (user + system)", cpu(r.figures.self_user_us, r.figures.self_system_us).unwrap_or("-".into())),
+        ("peak RSS of the tool", r.figures.self_max_rss_kib.map_or("-".into(), mib)),
         ("filter", esc(&timings.filter)),
         ("trace complete", timings.trace_complete.to_string()),
     ];
@@ -260,10 +260,10 @@ pub fn page(path: &Path, timings: &Timings) -> anyhow::Result<Page> {
         "<table class=\"facts\"><tr><th>children waited for</th><td class=\"children-count\">{}</td></tr>\
          <tr><th>their CPU (user + system)</th><td>{}</td></tr><tr><th>largest peak RSS</th><td>{}</td></tr>\
          <tr><th>all children's CPU (getrusage)</th><td>{}</td></tr></table>",
-        r.waited_children.map_or("-".into(), |n| n.to_string()),
-        cpu(r.waited_children_user_us, r.waited_children_system_us).unwrap_or("-".into()),
-        r.largest_child_max_rss_kib.map_or("-".into(), mib),
-        cpu(r.children_user_us, r.children_system_us).unwrap_or("-".into()),
+        r.figures.waited_children.map_or("-".into(), |n| n.to_string()),
+        cpu(r.figures.waited_children_user_us, r.figures.waited_children_system_us).unwrap_or("-".into()),
+        r.figures.largest_child_max_rss_kib.map_or("-".into(), mib),
+        cpu(r.figures.children_user_us, r.figures.children_system_us).unwrap_or("-".into()),
     );
     if let Some(t) = &trace {
         let (slices, _) = external_lanes(t, "children", origin(t, timings));
