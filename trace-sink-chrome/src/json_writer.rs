@@ -62,18 +62,21 @@ impl JsonWriter {
 
     /// Appends the member `key` (a plain key: no escaping), a time in
     /// nanoseconds written as microseconds.
+    #[inline]
     pub(crate) fn time(&mut self, key: &str, ns: u64) {
         self.member(key);
         micros(&mut self.buf, ns);
     }
 
     /// Appends the member `key` (a plain key: no escaping), an integer.
+    #[inline]
     pub(crate) fn uint(&mut self, key: &str, n: u64) {
         self.member(key);
         self.buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
     }
 
     /// Appends `,"key":`.
+    #[inline]
     fn member(&mut self, key: &str) {
         self.buf.extend_from_slice(b",\"");
         self.buf.extend_from_slice(key.as_bytes());
@@ -82,6 +85,7 @@ impl JsonWriter {
 
     /// Appends the `args` entry `key`, and the separator before it (or the
     /// object's opening).
+    #[inline]
     fn arg_key(&mut self, key: &str) {
         if self.args_open {
             self.buf.push(b',');
@@ -94,6 +98,7 @@ impl JsonWriter {
     }
 
     /// Appends the `args` entry `key` with `value`.
+    #[inline]
     pub(crate) fn arg(&mut self, key: &str, value: Value<'_>) {
         self.arg_key(key);
         write_value(&mut self.buf, value);
@@ -106,6 +111,7 @@ impl JsonWriter {
     }
 
     /// Ends the event begun by [`JsonWriter::begin_event`].
+    #[inline]
     pub(crate) fn end_event(&mut self) {
         if self.args_open {
             self.buf.push(b'}');
@@ -114,6 +120,7 @@ impl JsonWriter {
     }
 
     /// Hands what has built up to `out` once it is [`WRITE_AT`] bytes or more.
+    #[inline]
     pub(crate) fn write_some(&mut self, out: &mut dyn Write) -> io::Result<()> {
         match self.buf.len() >= WRITE_AT {
             true => self.write_all(out),
@@ -143,7 +150,14 @@ fn string(b: &mut Vec<u8>, parts: &[&str]) {
 /// the control characters escaped, everything else as it is.
 fn escape(b: &mut Vec<u8>, text: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    let needs_escape = |byte: u8| byte < 0x20 || byte == b'"' || byte == b'\\';
     let bytes = text.as_bytes();
+    // Most text needs no escaping. A check of every byte without stopping
+    // early, which the compiler makes a vector loop, then one copy.
+    if !bytes.iter().fold(false, |any, &byte| any | needs_escape(byte)) {
+        b.extend_from_slice(bytes);
+        return;
+    }
     let mut plain_from = 0;
     for (i, &byte) in bytes.iter().enumerate() {
         let escaped: &[u8] = match byte {

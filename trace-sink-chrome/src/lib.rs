@@ -153,7 +153,9 @@ const FLOW_IN_ENCLOSING: &str = r#""f","bp":"e""#;
 /// assert_eq!(instant_name(&long), Some((&long[..2 * 59], true)));
 /// ```
 pub fn instant_name(message: &str) -> Option<(&str, bool)> {
-    let line = message.split(['\n', '\r']).next().unwrap_or_default();
+    // Both line ends are ASCII: the first one's index is a character boundary.
+    let end = message.bytes().position(|b| b == b'\n' || b == b'\r').unwrap_or(message.len());
+    let line = &message[..end];
     if line.is_empty() {
         return None;
     }
@@ -163,7 +165,7 @@ pub fn instant_name(message: &str) -> Option<(&str, bool)> {
             let end = line.char_indices().nth(NAME_CHARS - 1).map_or(line.len(), |(i, _)| i);
             (&line[..end], true)
         }
-        None => (line, line.len() < message.len()),
+        None => (line, end < message.len()),
     })
 }
 
