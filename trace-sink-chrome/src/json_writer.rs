@@ -146,34 +146,46 @@ fn string(b: &mut Vec<u8>, parts: &[&str]) {
     b.push(b'"');
 }
 
+/// For each byte, whether a JSON string cannot hold it as it is: the
+/// control characters, `"` and `\`.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
 /// Appends `text` as it stands inside a JSON string's quotes: `"`, `\` and
 /// the control characters escaped, everything else as it is.
 fn escape(b: &mut Vec<u8>, text: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let needs_escape = |byte: u8| byte < 0x20 || byte == b'"' || byte == b'\\';
-    let bytes = text.as_bytes();
-    // Most text needs no escaping. A check of every byte without stopping
-    // early, which the compiler makes a vector loop, then one copy.
-    if !bytes.iter().fold(false, |any, &byte| any | needs_escape(byte)) {
-        b.extend_from_slice(bytes);
-        return;
+    b.reserve(text.len());
+    for &byte in text.as_bytes() {
+        if !NEEDS_ESCAPE[usize::from(byte)] {
+            b.push(byte);
+            continue;
+        }
+        match byte {
+            b'"' => b.extend_from_slice(br#"\""#),
+            b'\\' => b.extend_from_slice(br"\\"),
+            b'\n' => b.extend_from_slice(br"\n"),
+            b'\r' => b.extend_from_slice(br"\r"),
+            b'\t' => b.extend_from_slice(br"\t"),
+            _ => b.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0xf)],
+            ]),
+        }
     }
-    let mut plain_from = 0;
-    for (i, &byte) in bytes.iter().enumerate() {
-        let escaped: &[u8] = match byte {
-            b'"' => br#"\""#,
-            b'\\' => br"\\",
-            b'\n' => br"\n",
-            b'\r' => br"\r",
-            b'\t' => br"\t",
-            0..=0x1f => &[b'\\', b'u', b'0', b'0', HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]],
-            _ => continue,
-        };
-        b.extend_from_slice(&bytes[plain_from..i]);
-        b.extend_from_slice(escaped);
-        plain_from = i + 1;
-    }
-    b.extend_from_slice(&bytes[plain_from..]);
 }
 
 /// Appends nanoseconds as microseconds with three decimals.
