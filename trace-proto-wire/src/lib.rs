@@ -39,7 +39,7 @@
 //! put_uint(&mut buf, 1, 300);
 //! put_str(&mut buf, 2, "compile");
 //! close(&mut buf, inner);
-//! assert_eq!(buf, b"\x0a\x0b\x08\xac\x02\x12\x07compile");
+//! assert_eq!(buf, b"\x0a\x0c\x08\xac\x02\x12\x07compile");
 //!
 //! let (field, value) = Fields::new(&buf).next().unwrap().unwrap();
 //! assert_eq!(field, 1);

@@ -97,6 +97,11 @@ pub(crate) mod track {
     pub(crate) const CHILD_ORDERING: u32 = 11;
     /// `TrackDescriptor.sibling_order_rank`, int32.
     pub(crate) const SIBLING_ORDER_RANK: u32 = 12;
+    /// `TrackDescriptor.sibling_merge_behavior`, `SiblingMergeBehavior`.
+    pub(crate) const SIBLING_MERGE_BEHAVIOR: u32 = 15;
+    /// `SiblingMergeBehavior.SIBLING_MERGE_BEHAVIOR_NONE`: the track is never
+    /// merged with a sibling of the same name.
+    pub(crate) const SIBLING_MERGE_BEHAVIOR_NONE: i64 = 2;
 
     /// `ChildTracksOrdering.EXPLICIT`: children sort by `sibling_order_rank`,
     /// so that sub-lane 10 comes after sub-lane 9.
@@ -159,6 +164,8 @@ pub(crate) mod event {
     pub(crate) const COUNTER_VALUE: u32 = 30;
     /// `extra_counter_track_uuids`, repeated uint64 (unpacked).
     pub(crate) const EXTRA_COUNTER_TRACK_UUIDS: u32 = 31;
+    /// `double_counter_value`, double: a counter's value that is not whole.
+    pub(crate) const DOUBLE_COUNTER_VALUE: u32 = 44;
     /// `flow_ids`, repeated fixed64 (unpacked).
     pub(crate) const FLOW_IDS: u32 = 47;
     /// `terminating_flow_ids`, repeated fixed64 (unpacked).

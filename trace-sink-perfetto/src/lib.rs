@@ -37,6 +37,7 @@
 //!   the span's fields; its pieces stay slices on their threads' tracks. Its
 //!   packets are written at its close, on the process's sequence with absolute
 //!   times: the trace processor orders events by time, not by file position.
+//!   Such tracks are never merged with a sibling of the same name.
 //! - A flow (a helper started with `spawn`/`bind`, a span that `follows_from`
 //!   another) leaves from an `INSTANT` named `spawn` or `follows_from` inside
 //!   the source's slice (`flow_ids`), because the source's begin is written
@@ -60,7 +61,9 @@
 //!   names are interned once per sequence (iids from 1, given in the
 //!   `interned_data` of the packet that first uses them), and timestamps are
 //!   deltas on the sequence's own clock (a sequence-scoped clock id, bound to
-//!   CLOCK_MONOTONIC by the snapshot).
+//!   CLOCK_MONOTONIC by the snapshot). A `tracing` call site's strings are
+//!   `'static`, so the interner answers those it met lately by their address
+//!   (a small table per sequence) rather than by hashing their text.
 //! - One encoder writes every packet: each field is appended to the chunk in
 //!   field-number order through `trace_proto_wire`, and a nested message's
 //!   length is filled in once its body is written, so nothing is built or
@@ -76,14 +79,15 @@
 //!   is mostly opened once, on the machine that made it. A chunk under 8 KiB
 //!   (all of a short capture) goes to the file uncompressed, as does one that
 //!   would not shrink.
-//! - An external lane (Ninja's actions, test executables) is a track of its
-//!   own under the process's track (so that the lanes of two captures merged
-//!   into one trace stay apart), named after the lane, with one child track
-//!   per sub-lane (`ninja 0`, `ninja 1`, ...) holding its slices.
+//! - An external lane (Ninja's actions, test executables) is a process of its
+//!   own, named after the lane, under the pid the Chrome JSON gives it too
+//!   ([`trace_core::LaneSlice::lane_pid`]: above the kernel's pids, so that
+//!   the lanes of two captures merged into one trace stay apart), with one
+//!   thread per sub-lane (`ninja 0`, `ninja 1`, ...) holding its slices.
 //! - The process's samples (`<P>_TRACE_SAMPLE`) are two counter tracks of the
 //!   process: [`MEMORY_COUNTER`] (unit bytes: the resident set at each
-//!   sample) and [`CPU_COUNTER`] (unit `%` of one core: the CPU used from one
-//!   sample to the next, placed at the first of the two).
+//!   sample) and [`CPU_COUNTER`] (unit `%` of one core, a double: the CPU
+//!   used from one sample to the next, placed at the first of the two).
 //! - The capture's family is an instant [`FAMILY_MARKER`] on the process's
 //!   track at the capture's start, with the annotations `trace_id` (32 hex)
 //!   and, for a child, `parent_span_id` (16 hex) and `parent_stem`.

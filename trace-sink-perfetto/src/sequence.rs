@@ -37,6 +37,9 @@ pub(crate) struct TrackEvent<'a> {
     pub extra: &'a [Field<'a>],
     /// `counter_value`, for an event on a counter track.
     pub counter: Option<i64>,
+    /// `double_counter_value`, for a counter whose values are not whole
+    /// (the CPU usage in percent, to tenths).
+    pub double_counter: Option<f64>,
     /// One value of another counter track sampled at this event
     /// (`extra_counter_track_uuids`, `extra_counter_values`): the thread
     /// CPU-time counter on a slice's begin and end.
@@ -65,6 +68,10 @@ pub(crate) struct TrackDescriptor<'a> {
     /// Children sort by their `sibling_order_rank`.
     pub explicit_child_order: bool,
     pub sibling_order_rank: Option<i32>,
+    /// Never merged with a sibling of the same name
+    /// (`SIBLING_MERGE_BEHAVIOR_NONE`): by default the trace processor merges
+    /// sibling tracks of one name whose slices do not overlap.
+    pub never_merged: bool,
 }
 
 /// What makes a track a counter track (`CounterDescriptor`).
@@ -179,6 +186,9 @@ impl Sequence {
         if let Some(rank) = track.sibling_order_rank {
             wire::put_int(buf, track::SIBLING_ORDER_RANK, i64::from(rank));
         }
+        if track.never_merged {
+            wire::put_int(buf, track::SIBLING_MERGE_BEHAVIOR, track::SIBLING_MERGE_BEHAVIOR_NONE);
+        }
         wire::close(buf, descriptor);
         chunk.close_packet(entry, out)
     }
@@ -250,6 +260,9 @@ impl Sequence {
         }
         if let Some((uuid, _)) = e.extra_counter {
             wire::put_uint(buf, event::EXTRA_COUNTER_TRACK_UUIDS, uuid);
+        }
+        if let Some(value) = e.double_counter {
+            wire::put_double(buf, event::DOUBLE_COUNTER_VALUE, value);
         }
         for &id in e.flow_ids {
             wire::put_fixed64(buf, event::FLOW_IDS, id);
@@ -507,6 +520,7 @@ mod tests {
                     debug_annotations,
                     name: e.full_name.map(|(s, cut)| if cut { format!("{s}…") } else { s.to_string() }),
                     counter_value: e.counter,
+                    double_counter_value: e.double_counter,
                     extra_counter_track_uuids: e.extra_counter.map(|(t, _)| t).into_iter().collect(),
                     extra_counter_values: e.extra_counter.map(|(_, v)| v).into_iter().collect(),
                     flow_ids: e.flow_ids.to_vec(),
@@ -537,6 +551,7 @@ mod tests {
                 name: Some("ninja"),
                 explicit_child_order: true,
                 sibling_order_rank: Some(-3),
+                never_merged: true,
                 ..Default::default()
             },
         ];
@@ -564,6 +579,7 @@ mod tests {
                 }),
                 child_ordering: track.explicit_child_order.then_some(3),
                 sibling_order_rank: track.sibling_order_rank,
+                sibling_merge_behavior: track.never_merged.then_some(2),
             };
             let packet = proto::TracePacket {
                 trusted_packet_sequence_id: Some(0x0fff_ffff),
@@ -608,6 +624,7 @@ mod tests {
         extra: Vec<(String, Owned)>,
         full_name: Option<(String, bool)>,
         counter: Option<i64>,
+        double_counter: Option<f64>,
         extra_counter: Option<(u64, i64)>,
         flows: (Vec<u64>, Vec<u64>),
     }
@@ -648,13 +665,14 @@ mod tests {
             prop::option::of(any::<u64>()),
             prop::option::of(prop_oneof![any::<i64>(), 0..300i64]),
             prop::option::of((any::<u64>(), prop_oneof![any::<i64>(), 0..1_000_000_000i64])),
+            prop::option::of(any::<f64>().prop_filter("NaN is not equal to itself", |x| !x.is_nan())),
         );
         let flows = (prop::collection::vec(any::<u64>(), 0..3), prop::collection::vec(any::<u64>(), 0..3));
         (names, fields, numbers, flows).prop_map(
             |(
                 (name, category, full_name),
                 (fields, extra),
-                (step, kind, track, counter, extra_counter),
+                (step, kind, track, counter, extra_counter, double_counter),
                 flows,
             )| Ev {
                 step,
@@ -666,6 +684,7 @@ mod tests {
                 extra,
                 full_name,
                 counter,
+                double_counter,
                 extra_counter,
                 flows,
             },
@@ -705,6 +724,7 @@ mod tests {
                     extra: &x,
                     full_name: ev.full_name.as_ref().map(|(s, cut)| (s.as_str(), *cut)),
                     counter: ev.counter,
+                    double_counter: ev.double_counter,
                     extra_counter: ev.extra_counter,
                     flow_ids: &ev.flows.0,
                     terminating_flow_ids: &ev.flows.1,

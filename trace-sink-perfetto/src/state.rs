@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use trace_core::{Family, Field, Finish, FlowKind, LaneSlice, ProcessSample, Site, ThreadCpu, Tid, Value};
-// The one naming rule of instants, so that both files name them alike.
-use trace_sink_chrome::instant_name;
+// `instant_name`: the one naming rule of instants, so that both files name them alike.
+use trace_core::{
+    instant_name, Family, Field, Finish, FlowKind, LaneSlice, ProcessSample, Site, ThreadCpu, Tid, Value,
+};
 
 use crate::chunk::Chunk;
 use crate::clock::Timestamps;
@@ -46,6 +47,8 @@ struct Thread {
 struct Lane {
     name: String,
     uuid: u64,
+    /// The lane's process id (the one the Chrome JSON gives it too).
+    pid: i32,
     /// `(sub-lane, track uuid)`, in the order they appeared.
     tracks: Vec<(u32, u64)>,
 }
@@ -322,22 +325,26 @@ impl State {
     }
 
     /// The uuid of the track of `slice`'s sub-lane, declared with its lane's
-    /// track the first time.
+    /// track the first time. A lane is a process of its own (the pid the
+    /// Chrome sink gives it too) and each sub-lane a thread of it, so that the
+    /// trace processor, and the UI, list a lane beside the tool, as they do
+    /// the JSON's.
     fn lane_track(&mut self, slice: &LaneSlice<'_>, out: &mut dyn Write) -> io::Result<u64> {
         let index = match self.lanes.iter().position(|l| l.name == slice.lane) {
             Some(index) => index,
             None => {
                 let index = self.lanes.len();
                 let uuid = self.ids.track(TrackKind::Lane, index as u64);
+                let pid = LaneSlice::lane_pid(u32::try_from(self.pid).unwrap_or(0), index);
+                let pid = i32::try_from(pid).unwrap_or(i32::MAX);
                 let descriptor = TrackDescriptor {
                     uuid,
-                    parent: Some(self.process_track),
-                    name: Some(slice.lane),
+                    process: Some((pid, slice.lane)),
                     explicit_child_order: true,
                     ..Default::default()
                 };
                 self.process.describe(&mut self.chunk, out, &descriptor)?;
-                self.lanes.push(Lane { name: slice.lane.to_string(), uuid, tracks: Vec::new() });
+                self.lanes.push(Lane { name: slice.lane.to_string(), uuid, pid, tracks: Vec::new() });
                 index
             }
         };
@@ -347,11 +354,11 @@ impl State {
         }
         let uuid = self.ids.track(TrackKind::SubLane, ((index as u64) << 32) | u64::from(slice.track));
         lane.tracks.push((slice.track, uuid));
-        let name = format!("{} {}", slice.lane, slice.track);
+        let name = slice.sub_lane_name();
         let descriptor = TrackDescriptor {
             uuid,
             parent: Some(lane.uuid),
-            name: Some(&name),
+            thread: Some((lane.pid, slice.sub_lane_tid(), &name)),
             sibling_order_rank: Some(i32::try_from(slice.track).unwrap_or(i32::MAX)),
             ..Default::default()
         };
@@ -403,7 +410,14 @@ impl State {
             self.counter_value(memory, sample.ts, i64::try_from(bytes).unwrap_or(i64::MAX), out)?;
         }
         if let Some((ts, percent)) = last.and_then(|last| Some((last.ts, sample.cpu_percent_since(&last)?))) {
-            self.counter_value(cpu, ts, percent.round() as i64, out)?;
+            let event = TrackEvent {
+                ts,
+                kind: TYPE_COUNTER,
+                track: Some(cpu),
+                double_counter: Some(percent),
+                ..TrackEvent::default()
+            };
+            self.process.event(&mut self.chunk, out, &event)?;
         }
         Ok(())
     }
@@ -450,10 +464,12 @@ impl State {
         out: &mut dyn Write,
     ) -> io::Result<()> {
         let uuid = self.ids.track(TrackKind::Async, id);
+        // Each span in pieces keeps its own track, as the JSON's async ids do.
         let descriptor = TrackDescriptor {
             uuid,
             parent: Some(self.process_track),
             name: Some(site.name),
+            never_merged: true,
             ..Default::default()
         };
         self.process.describe(&mut self.chunk, out, &descriptor)?;

@@ -1,6 +1,6 @@
-//! Thread CPU time on slices: the built-in thread-time counter track of each
-//! thread (no name of its own), sampled on the begin and end of the spans
-//! `<P>_TRACE_CPU` selects, read back through the official schema.
+//! Thread CPU time on slices: a counter track per thread, sampled on the
+//! begin and end of the spans `<P>_TRACE_CPU` selects, read back through the
+//! official schema.
 
 use tracing::{debug_span, info_span};
 
@@ -13,15 +13,6 @@ fn spin(ms: u64) {
     while trace_core::os::thread_cpu_ns().unwrap_or(u64::MAX) - start < ms * 1_000_000 {
         x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
     }
-}
-
-/// The samples of the thread-time counter tracks: unit nanoseconds and, so
-/// that the trace processor reads them as thread durations, no name.
-fn thread_time_samples(records: &[serde_json::Value]) -> Vec<&serde_json::Value> {
-    let counters: Vec<_> =
-        records.iter().filter(|r| r["kind"] == "counter" && r["unit"] == "UNIT_TIME_NS").collect();
-    assert!(counters.iter().all(|c| c["track"].is_null()), "{counters:?}");
-    counters
 }
 
 #[test]
@@ -41,7 +32,9 @@ fn an_info_slice_has_a_thread_duration_from_its_threads_cpu_counter_and_a_debug_
     let slept = slice("sleep")["thread_dur_ns"].as_i64().expect("a thread duration");
     assert!(slept < 2_000_000, "sleeping 20 ms: {slept} ns of CPU");
     assert!(slice("item").get("thread_dur_ns").is_none(), "a debug span pays for no clock");
-    let counters = thread_time_samples(&records);
+    let counters: Vec<_> =
+        records.iter().filter(|r| r["kind"] == "counter" && r["track"] == "thread_time").collect();
+    assert!(counters.iter().all(|c| c["unit"] == "UNIT_TIME_NS"), "{counters:?}");
     // The begin and end of the two info spans.
     assert_eq!(counters.len(), 4, "{counters:?}");
     assert!(counters.windows(2).all(|w| w[0]["value"].as_i64() <= w[1]["value"].as_i64()), "{counters:?}");
@@ -82,6 +75,7 @@ fn repeated_info_slices_on_two_threads_each_have_a_thread_duration_read_back_by_
         durations.iter().all(|d| d.is_some_and(|ns| (1_000_000..3_500_000).contains(&ns))),
         "spinning 1 ms of CPU each: {durations:?}"
     );
-    let counters = thread_time_samples(&records);
+    let counters: Vec<_> =
+        records.iter().filter(|r| r["kind"] == "counter" && r["track"] == "thread_time").collect();
     assert_eq!(counters.len(), 18, "a begin and an end per slice: {counters:?}");
 }
