@@ -57,7 +57,7 @@
 //! | `CABIN_TRACE_SAMPLE` | the interval of the resident-memory and CPU counters, `1ms` to `1s` (e.g. `10ms`), or `off`; default `10ms` |
 //! | `CABIN_TRACE_CHILDREN` | `1`: children started through [`command`], [`run_ninja`] or [`run_test`] that use these crates (under any prefix) capture themselves into this directory, in this capture's family; `0` (default): only those whose own `<P>_TRACE_DIR` is set. See docs/family.md |
 //! | `TRACEPARENT`, `CABIN_TRACE_PARENT` | set on children by [`command`]; read at the start of a capture (a malformed value is a one-line warning and ignored) |
-//! | `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES` | with `otlp`: the resource of the OTLP file (see [`trace_sink_otlp`]); a malformed value is a warning, and the file is written without it |
+//! | `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES` | with `otlp`: the resource of the OTLP file (see [`trace_sink_otlp`](https://docs.rs/trace-sink-otlp)); a malformed value is a warning, and the file is written without it |
 //!
 //! Another tool uses its own prefix: `Capture::from_env("KACHE")` reads
 //! `KACHE_TRACE_DIR` and so on. Every value is checked before the command runs;
