@@ -1,4 +1,8 @@
 //! The model of `<stem>.timings.json`, format 2, field by field.
+//!
+//! Each struct may gain fields as the format does (a new field does not
+//! change `format_version`), so they are `#[non_exhaustive]`: read them
+//! field by field, and make them by reading a file ([`Timings::from_path`]).
 
 use std::collections::BTreeMap;
 
@@ -6,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// The whole report. Every duration is in microseconds and every size in KiB,
 /// as the field names say.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
     /// The format's version: 2 (1 counted a child's peak from before an exec, and
@@ -71,6 +76,7 @@ pub struct Timings {
 }
 
 /// One trace file of the capture.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceFile {
     /// The sink that wrote it: `chrome` or `perfetto`.
@@ -85,6 +91,7 @@ pub struct TraceFile {
 }
 
 /// Totals of one span name (and target).
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SpanTotals {
     /// The span's name.
@@ -163,6 +170,7 @@ pub struct Resources {
 }
 
 /// What the capture knows of Ninja's actions in this run.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ninja {
     /// `not_run`, `available` or `unavailable`.
@@ -196,6 +204,7 @@ impl Ninja {
 }
 
 /// What an external lane (other than Ninja) holds.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lane {
     /// How many slices (e.g. test executables) it holds.
