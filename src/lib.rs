@@ -8,6 +8,22 @@
 //! summary), and on request `<dir>/<stem>.otlp.json` (OpenTelemetry); unset,
 //! the command runs as if this crate were not there.
 //!
+//! # Where to start
+//!
+//! - **A tool** wraps each command in [`run`] (the `CABIN_` prefix) or
+//!   [`Capture::from_env`]`(prefix)?.`[`run`](Capture::run) (its own), and
+//!   starts its threads and children through [`spawn`], [`bind`],
+//!   [`command`] and [`run_child`]. Nothing else is needed; the example below
+//!   is a whole tool.
+//! - **A sink** (a trace format of your own) implements [`Sink`]: it receives
+//!   a [`Start`](trace_core::Start), the capture's
+//!   [`Event`](trace_core::Event)s in time order and a
+//!   [`Finish`](trace_core::Finish) on the writer thread, and is given to
+//!   [`Session::start`] with the others.
+//! - **A reader of `timings.json`** calls [`Timings::from_path`]: the model of
+//!   the summary, documented field by field, refusing any other
+//!   `format_version`.
+//!
 //! # The map of the workspace
 //!
 //! | crate | what it holds |

@@ -486,7 +486,11 @@ mod tests {
     fn started() -> (ChromeSink, Vec<u8>) {
         let mut sink = ChromeSink::new();
         let mut out = Vec::new();
-        let start = Start { command: "c", stem: "s", pid: 4_194_303, filter: "info", ..Default::default() };
+        let mut start = Start::default();
+        start.command = "c";
+        start.stem = "s";
+        start.pid = 4_194_303;
+        start.filter = "info";
         sink.start(&start, &mut out).expect("into memory");
         sink.out.in_place_at_once();
         (sink, out)

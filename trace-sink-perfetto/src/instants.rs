@@ -464,13 +464,8 @@ mod tests {
             let oracle = Event::Instant { thread, ts, site: copy.site(meta), fields: &copied };
             general.0.event(&oracle, &mut general.1).unwrap();
         }
-        let end = Finish {
-            end_ns: ts + 1,
-            dropped_records: 0,
-            unclosed_spans: 0,
-            files: &[],
-            resources: Default::default(),
-        };
+        let mut end = Finish::default();
+        end.end_ns = ts + 1;
         fast.0.finish(&end, &mut fast.1).unwrap();
         general.0.finish(&end, &mut general.1).unwrap();
         assert!(fast.1 == general.1);
