@@ -2,15 +2,13 @@
 //! the thread CPU clock (read twice per span at the levels `<P>_TRACE_CPU`
 //! selects) and one sample of the process's resident memory and CPU (taken
 //! by the sampler thread every `<P>_TRACE_SAMPLE` interval). The monotonic
-//! clock, which every record reads, is the yardstick, and the system call
-//! `clock_gettime(CLOCK_THREAD_CPUTIME_ID)` the thread CPU clock's baseline
-//! (on Linux x86-64 the capture's reading mostly avoids it; see
-//! `trace_core::os::thread_cpu_ns`).
+//! clock, which every record reads, is the yardstick. The capture reads the
+//! thread CPU clock with the system call `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`
+//! (`trace_core::os::thread_cpu_ns`), which is also timed directly.
 //!
-//! What that reading costs elsewhere is a context switch's: the round trip of
-//! one byte between two threads that never read the clock, and between two
-//! that have read it (on Linux x86-64 each then holds a perf event, which the
-//! kernel switches with it).
+//! The round trip of one byte between two threads that never read the clock,
+//! and between two that have read it, checks that reading it leaves no cost
+//! at the threads' context switches.
 //!
 //! ```text
 //! cargo bench -p cabin-trace-benches --bench clocks

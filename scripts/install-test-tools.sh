@@ -5,6 +5,9 @@
 #   package, each under .tools/ninja/<version> (scripts/install-ninja.sh);
 # - the official Perfetto schema (`perfetto` PyPI package) in .tools/py and
 #   Debian's protoc (scripts/install-perfetto.sh);
+# - Perfetto's trace processor v58.2 in .tools/perfetto, the engine of the
+#   Perfetto UI, which tests/it/trace_processor.rs loads every capture into
+#   (scripts/install-trace-processor.sh);
 # - the `jsonschema` validator in .tools/py, for the timings and samples schema tests;
 # - SciPy and numpy in .tools/py, to regenerate trace-compare's reference
 #   vectors (trace-compare/tests/vectors/gen.py);
@@ -29,6 +32,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 "$root/scripts/install-ninja.sh"
 "$root/scripts/install-perfetto.sh"
+"$root/scripts/install-trace-processor.sh"
 
 py="$root/.tools/py/bin/python"
 if ! "$py" -c 'import jsonschema' 2>/dev/null; then

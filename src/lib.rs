@@ -97,6 +97,23 @@
 //! its own root span hidden; layers given to [`Capture::with_layer`] run on a
 //! registry of their own, with capture on and off alike.
 //!
+//! # Before `main`: the image-start constructor
+//!
+//! On Linux and macOS, linking this crate adds one constructor that the loader
+//! runs before `main`, whether capture is on or off (an `.init_array` entry on
+//! Linux, `__mod_init_func` on macOS; nothing on Windows). It reads the
+//! monotonic clock and `getrusage(RUSAGE_SELF)`: the CPU time the process had
+//! used and its peak resident set at that moment. It stores them in four
+//! atomics, and does nothing else: no allocation, no thread, no file, no
+//! output. Its cost is that one system call and one clock read, once per
+//! process (docs/performance.md gives the figure).
+//!
+//! Why: a process that exec'd the tool (`cargo run` does) carries what it did
+//! before the exec in its totals. The reading at the image start lets the
+//! summary say how long the tool took to reach its capture (`startup_us`) and
+//! subtract what ran before the exec (`pre_exec_*_us`), so that it is never
+//! counted as the tool's (docs/timings.md).
+//!
 //! # What it does not do
 //!
 //! It installs no global subscriber, no signal handler and no panic hook, and it

@@ -603,6 +603,12 @@ def check_trace(data, errors):
         elif track.thread_time and (track.parent is None or tracks[track.parent].tid is None):
             errors.add(f"packet {track.declared_at}", f"thread-time counter track {track.uuid} is not "
                                                       "the child of a thread track")
+        if track.thread_time and track.name is not None:
+            # Perfetto's importer fills a slice's thread_ts/thread_dur only from
+            # the built-in thread-time counter it names itself: a name of our
+            # own turns it into an ordinary counter track.
+            errors.add(f"packet {track.declared_at}", f"thread-time counter track {track.uuid} is named "
+                                                      f"{track.name!r}: no slice would get a thread duration")
     return tracks
 
 
@@ -613,11 +619,18 @@ def slices(tracks, errors):
         if track.counter_unit is not None:
             parent = tracks.get(track.parent)
             for ts, _, _, _, _, args in sorted(track.events, key=lambda e: (e[0], e[1])):
-                out.append({"kind": "counter", "pid": parent.pid if parent else None, "track": track.name,
+                name = track.name if track.name is not None or not track.thread_time else "thread_time"
+                out.append({"kind": "counter", "pid": parent.pid if parent else None, "track": name,
                             "unit": track.counter_unit, "ts_ns": ts, "value": args["value"]})
             continue
         parent = tracks.get(track.parent)
-        if track.tid is not None:
+        # An external lane is a process of its own above the kernel's pids,
+        # each sub-lane a thread of it.
+        lane = parent if (track.tid is not None and parent is not None and parent.tid is None
+                          and parent.pid is not None and parent.pid >= 1 << 22) else None
+        if lane is not None:
+            base = {"lane": lane.name}
+        elif track.tid is not None:
             base = {"pid": track.pid, "tid": track.tid, "thread": track.thread_name}
         elif track.pid is not None:
             base = {"pid": track.pid, "process": track.name}

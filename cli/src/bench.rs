@@ -25,7 +25,8 @@ use plan::{Flags, Plan};
 /// Every run gets its own `<PREFIX>_TRACE_DIR`, so the tool's `timings.json`
 /// (phases, work counters, Ninja actions) is kept beside the wall time, the
 /// CPU times and the peak RSS from `wait4`. Writes `samples.json` in the
-/// output directory, then prints the comparison of the first label (or
+/// output directory and `report.html` beside it (the comparison with every
+/// sample plotted), then prints the comparison of the first label (or
 /// `--base`) against each other label.
 ///
 /// Example: `cabin-trace bench --cmd base='target-a/release/tool build' --cmd
@@ -174,10 +175,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     eprintln!("bench: wrote {} (seed {seed})", samples_path.display());
 
     let src = samples_path.display().to_string();
+    let all = crate::report::compare_session(&samples, &src, Some(&base), &opts)?;
+    let page = crate::report::write_session(&samples_path, &all)?;
+    eprintln!("bench: wrote {}", page.display());
     let mut code = ExitCode::SUCCESS;
-    for head in labels.iter().filter(|l| **l != base) {
-        let report = trace_compare::compare(&samples.side(&base, &src)?, &samples.side(head, &src)?, &opts)?;
-        if crate::compare::show(&report, &args.out) != ExitCode::SUCCESS {
+    for c in &all {
+        if crate::compare::show(&c.report, &args.out)? != ExitCode::SUCCESS {
             code = ExitCode::FAILURE;
         }
     }

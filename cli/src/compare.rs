@@ -1,6 +1,6 @@
 //! `cabin-trace compare`: two sides, every metric both have, a verdict each.
 
-mod render;
+pub(crate) mod render;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,8 +23,9 @@ pub use render::Format;
 /// `cabin-trace compare base-runs/ head-runs/`;
 /// `cabin-trace compare before.json after.json` (hyperfine exports).
 #[derive(clap::Args)]
-#[command(after_help = "Exit status: 0; 1 with --fail-on-regression when a row is Regressed or a \
-regression is detected, or a scenario is an INVALID MEASUREMENT; 2 on bad input.")]
+#[command(after_help = "Exit status: 0; 1 with --fail-on-regression when a primary metric (--gate, \
+default wall) is Regressed or a regression of it is detected, or a scenario is an INVALID MEASUREMENT; \
+2 on bad input.")]
 pub struct Args {
     /// The baseline: a samples.json, a hyperfine export, a timings.json or a
     /// directory of them.
@@ -60,9 +61,12 @@ pub struct RuleArgs {
     /// Family-wise level of the paired rule's simultaneous intervals.
     #[arg(long, default_value_t = 0.05, value_name = "P")]
     paired_alpha: f64,
-    /// The predeclared number of paired comparisons in the family (Bonferroni).
-    #[arg(long, default_value_t = 1, value_name = "M")]
-    family_size: u32,
+    /// The number of paired comparisons in the family (Bonferroni: each
+    /// interval at --paired-alpha / M). Default: the timed comparisons the
+    /// report makes (time, memory and instruction rows of valid groups),
+    /// counted before any value is read.
+    #[arg(long, value_name = "M")]
+    family_size: Option<u32>,
     /// Policy: the smallest change that counts, in percent of the baseline.
     #[arg(long, default_value_t = 5.0, value_name = "PCT")]
     min_effect: f64,
@@ -107,27 +111,48 @@ pub struct OutputArgs {
     /// first, the details folded) or `json` (versioned).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// Exit 1 when a row is Regressed or a regression is detected (or a
-    /// scenario is an INVALID MEASUREMENT).
+    /// Exit 1 when a primary metric (--gate) is Regressed or a regression of
+    /// it is detected, or a scenario is an INVALID MEASUREMENT. Other rows
+    /// say where a change went; they do not decide.
     #[arg(long)]
     pub fail_on_regression: bool,
+    /// The primary metrics --fail-on-regression decides on, e.g. `--gate
+    /// wall,cpu_user` (or --gate repeated); a metric the report does not
+    /// compare is refused.
+    #[arg(long, value_delimiter = ',', default_value = "wall", value_name = "METRIC,...")]
+    pub gate: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let opts = args.rules.options()?;
     let (base, head) = sides(&args)?;
     let report = trace_compare::compare(&base, &head, &opts)?;
-    Ok(show(&report, &args.output))
+    show(&report, &args.output)
 }
 
-/// Prints `report` and says what to exit with.
-pub fn show(report: &Report, out: &OutputArgs) -> ExitCode {
-    print!("{}", render::render(report, out.format));
-    if out.fail_on_regression && (report.has_regression() || report.has_invalid()) {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
+/// Prints `report` and says what to exit with: with --fail-on-regression,
+/// 1 when the gate on the primary metrics fails (the reasons on stderr).
+/// A gate on a metric the report does not compare is bad input.
+pub fn show(report: &Report, out: &OutputArgs) -> anyhow::Result<ExitCode> {
+    if out.fail_on_regression {
+        let missing = report.missing_metrics(&out.gate);
+        if !missing.is_empty() {
+            bail!(
+                "--gate {}: not compared by this report; expected metrics it has, e.g. wall, cpu_user, \
+                 phase:<span>",
+                missing.join(" ")
+            );
+        }
     }
+    print!("{}", render::render(report, out.format));
+    if !out.fail_on_regression {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let failures = report.gate_failures(&out.gate);
+    for f in &failures {
+        eprintln!("gate: {f}");
+    }
+    Ok(if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn source(p: &Path) -> String {

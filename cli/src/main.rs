@@ -5,6 +5,11 @@
 //! - `compare` compares two sides (a `samples.json`, `timings.json` files, a
 //!   hyperfine export) metric by metric;
 //! - `summarize` prints the top phases of `timings.json` files;
+//! - `report` writes one self-contained HTML page of a capture, a family, a
+//!   `bench` session or a comparison (see the `report` module for why its
+//!   charts are SVG written as text);
+//! - `open` serves one trace on 127.0.0.1:9001 for the Perfetto UI and opens
+//!   the UI on it;
 //! - `merge` writes one trace per family of captures (a tool and the tools
 //!   it ran; the `trace-merge` crate);
 //! - `export` sends OTLP files to a collector over OTLP/HTTP, or (`export
@@ -24,11 +29,13 @@ mod bench;
 mod compare;
 mod export;
 mod merge;
+mod open;
+mod report;
 mod summarize;
 
 /// Did a change make a command faster or slower: measure it (`bench`), decide
-/// it with sound statistics (`compare`), and read one run's summary
-/// (`summarize`).
+/// it with sound statistics (`compare`), look at a run or a comparison
+/// (`report`, `open`), and read one run's summary (`summarize`).
 #[derive(Parser)]
 #[command(name = "cabin-trace", version, propagate_version = true)]
 struct Cli {
@@ -41,11 +48,13 @@ enum Command {
     Bench(bench::Args),
     Compare(compare::Args),
     Summarize(summarize::Args),
+    Report(report::Args),
+    Open(open::Args),
     /// Merge the captures of a tool and the tools it ran into one trace.
     Merge(merge::Args),
     /// Send OTLP files (and summaries as metrics) to an OpenTelemetry
     /// collector, or write summaries as OTLP metrics (`export metrics`).
-    Export(trace_export_otlp::ExportArgs),
+    Export(export::Args),
 }
 
 /// Exit status for bad input (files, options, commands that cannot run).
@@ -57,8 +66,10 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Summarize(a) => summarize::run(a),
+        Command::Report(a) => report::run(a),
+        Command::Open(a) => open::run(a),
         Command::Merge(a) => merge::run(a),
-        Command::Export(a) => return export::run(&a),
+        Command::Export(a) => return export::run(a),
     };
     match result {
         Ok(code) => code,

@@ -103,12 +103,12 @@ fn forty_eight_instrumented_tasks_get_forty_eight_tracks_covering_their_polls_in
             "b" => {
                 assert_eq!(e["cat"], "it::async_tracks", "{e}");
                 let n = e["args"]["n"].as_u64().unwrap_or_else(|| panic!("a begin without its field: {e}"));
-                let entry = asyncs.entry(e["id"].as_u64().unwrap()).or_default();
+                let entry = asyncs.entry(crate::chrome_output::event_id(e).unwrap()).or_default();
                 entry.1 = Some(n);
                 entry.0 = Some((ns(&e["ts"]), entry.0.map_or(0, |r| r.1)));
             }
             "e" => {
-                let entry = asyncs.entry(e["id"].as_u64().unwrap()).or_default();
+                let entry = asyncs.entry(crate::chrome_output::event_id(e).unwrap()).or_default();
                 entry.0 = Some((entry.0.map_or(0, |r| r.0), ns(&e["ts"])));
             }
             "X" => {

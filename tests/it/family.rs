@@ -21,7 +21,7 @@ fn summaries(dir: &Path) -> Vec<Timings> {
 
 /// Runs minibuild in `project` through ccwrap, capturing into `traces` with
 /// children joining.
-fn minibuild_cmd(project: &Path, traces: &Path) -> Command {
+pub(crate) fn minibuild_cmd(project: &Path, traces: &Path) -> Command {
     let mut cmd = Command::new(example_exe("minibuild"));
     cmd.arg("--cc-wrapper")
         .arg(example_exe("ccwrap"))
@@ -39,7 +39,7 @@ fn minibuild_cmd(project: &Path, traces: &Path) -> Command {
     cmd
 }
 
-fn merged(traces: &Path) -> (trace_merge::Scan, Vec<trace_merge::Merged>) {
+pub(crate) fn merged(traces: &Path) -> (trace_merge::Scan, Vec<trace_merge::Merged>) {
     let scan = trace_merge::scan(&[traces.to_path_buf()]).unwrap();
     let out = trace_merge::merge(&scan, traces).unwrap();
     (scan, out)
@@ -132,14 +132,18 @@ fn a_captured_minibuild_through_ccwrap_merges_into_one_trace_with_a_wrapper_proc
     assert_eq!(ids.len(), COMPILES, "distinct flow ids");
     assert_eq!(ids, ends.iter().map(|e| e["args"]["terminating_flow_ids"][0].as_u64().unwrap()).collect());
 
-    // The Chrome trace holds the same processes, and the Ninja lane is minibuild's.
+    // The Chrome trace holds the same processes, and minibuild's lanes are
+    // processes of their own, with pids derived from minibuild's.
     let mut expected: BTreeSet<(u64, String)> =
         children.iter().map(|c| (u64::from(c.pid), "ccwrap".into())).collect();
     expected.insert((u64::from(parent.pid), "minibuild".into()));
+    let ninja_pid = trace_core::LaneSlice::lane_pid(parent.pid, 0);
+    expected.insert((ninja_pid, "ninja".into()));
+    expected.insert((trace_core::LaneSlice::lane_pid(parent.pid, 1), "tests".into()));
     assert_eq!(chrome_processes(&family.chrome), expected);
     let events: Vec<Value> = serde_json::from_slice(&std::fs::read(&family.chrome).unwrap()).unwrap();
     let lane: Vec<&Value> = events.iter().filter(|e| e["cat"] == "ninja").collect();
-    assert!(lane.iter().all(|e| e["pid"] == parent.pid));
+    assert!(lane.iter().all(|e| e["pid"] == ninja_pid));
     assert_eq!(
         lane.iter().filter(|e| e["args"]["child_pid"].is_u64()).count(),
         COMPILES,
@@ -171,7 +175,8 @@ fn two_families_captured_at_once_into_one_directory_never_mix() {
     let pids: Vec<BTreeSet<u64>> =
         merged.iter().map(|m| chrome_processes(&m.chrome).into_iter().map(|(p, _)| p).collect()).collect();
     for (m, p) in merged.iter().zip(&pids) {
-        assert_eq!(p.len(), COMPILES + 1, "{}", m.trace_id);
+        // minibuild, its wrappers, and its ninja and tests lanes.
+        assert_eq!(p.len(), COMPILES + 3, "{}", m.trace_id);
         let dumped = check(&[&m.pftrace]);
         assert!(
             dumped.iter().filter_map(|r| r["pid"].as_u64()).all(|pid| p.contains(&pid)),
@@ -300,7 +305,7 @@ fn a_child_that_fails_is_merged_and_one_that_is_killed_is_reported_and_left_out(
 }
 
 /// Runs ccwrap `n` times as children of one capture, a few at a time.
-fn many_children(dir: &Path, n: usize) -> PathBuf {
+pub(crate) fn many_children(dir: &Path, n: usize) -> PathBuf {
     let exe = example_exe("ccwrap");
     parent_capture(dir, true)
         .run("parent", || {

@@ -33,6 +33,9 @@ mod resources;
 mod samples;
 mod summary;
 mod support;
+// Perfetto's trace processor, installed by the test set-up (Linux).
+#[cfg(unix)]
+mod trace_processor;
 // speedscope in Debian's Chromium (Linux).
 #[cfg(unix)]
 mod viewer;

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::support::*;
 
-fn minibuild(project: &Path, traces: &Path) -> (std::process::Output, Value, Vec<Value>) {
+pub(crate) fn minibuild(project: &Path, traces: &Path) -> (std::process::Output, Value, Vec<Value>) {
     let exe = example_exe("minibuild");
     let out = std::process::Command::new(exe)
         .arg(project)

@@ -12,7 +12,7 @@ use crate::stats::Spread;
 
 /// The version of the JSON report ([`Report`]); it bumps with every change of
 /// meaning.
-pub const REPORT_FORMAT_VERSION: u32 = 1;
+pub const REPORT_FORMAT_VERSION: u32 = 2;
 
 /// The comparison of two sides, as `compare --format json` writes it.
 ///
@@ -31,10 +31,41 @@ pub struct Report {
     /// True when the sides are blocks of one `bench` session and the paired
     /// rule decides.
     pub paired: bool,
-    /// The settings the rules ran with.
+    /// The settings the rules ran with; for paired sides `family_size` is the
+    /// size the intervals were computed for.
     pub options: Options,
+    /// The paired rule's family, `null` for unpaired sides.
+    pub family: Option<Family>,
     /// One entry per group (scenario or command) matched between the sides.
     pub groups: Vec<GroupReport>,
+}
+
+/// The family of the paired rule: the comparisons whose simultaneous
+/// intervals hold together at the family-wise level (Bonferroni).
+///
+/// By default it is every timed comparison the report makes: each metric of
+/// kind time, memory or instructions that both sides of a valid group have,
+/// with at least [`MIN_SAMPLES`] runs a side, over all groups. Which rows
+/// those are follows from which metrics exist, never from their values, so
+/// the family is fixed before any value is seen. Work counters are not in it:
+/// a constant one is compared as work, and one that varies from run to run is
+/// shown with its interval but decides nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Family {
+    /// `m`: each interval is at `alpha_paired / m`.
+    pub size: u32,
+    /// How many timed comparisons the report makes (the default `m`).
+    pub timed_comparisons: u32,
+    /// True when `m` was given (`--family-size`) rather than counted.
+    pub declared: bool,
+}
+
+impl Family {
+    /// True when a declared family is smaller than the timed comparisons
+    /// made: the family-wise level then does not hold over the report.
+    pub fn undersized(&self) -> bool {
+        self.size < self.timed_comparisons
+    }
 }
 
 /// A side's label and where it was read from.
@@ -102,6 +133,33 @@ impl Report {
         self.groups.iter().flat_map(|g| &g.rows).any(|r| r.verdict.is_regression())
     }
 
+    /// What a gate on the `primary` metrics fails on, one line each: every
+    /// INVALID MEASUREMENT, and every row of a primary metric that is
+    /// Regressed or a detected regression. Other rows inform; they do not
+    /// decide. Empty when the gate passes.
+    pub fn gate_failures(&self, primary: &[String]) -> Vec<String> {
+        let mut out = Vec::new();
+        for g in &self.groups {
+            if !g.invalid.is_empty() {
+                out.push(format!("{}: INVALID MEASUREMENT: {}", g.name, g.invalid.join("; ")));
+            }
+            for r in g.rows.iter().filter(|r| primary.contains(&r.metric) && r.verdict.is_regression()) {
+                out.push(format!("{}: {}: {}", g.name, r.metric, r.verdict.as_str()));
+            }
+        }
+        out
+    }
+
+    /// The `primary` metrics that no group of the report compares: a gate
+    /// on them would decide on nothing.
+    pub fn missing_metrics<'a>(&self, primary: &'a [String]) -> Vec<&'a str> {
+        primary
+            .iter()
+            .filter(|m| !self.groups.iter().flat_map(|g| &g.rows).any(|r| &r.metric == *m))
+            .map(String::as_str)
+            .collect()
+    }
+
     /// True when a group is an INVALID MEASUREMENT.
     pub fn has_invalid(&self) -> bool {
         self.groups.iter().any(|g| !g.invalid.is_empty())
@@ -112,8 +170,22 @@ impl Report {
 /// carry the same [`Side::session`]. Non-finite values are refused.
 pub fn compare(base: &Side, head: &Side, opts: &Options) -> Result<Report, Error> {
     let paired = base.session.is_some() && base.session == head.session;
+    let matched = match_groups(base, head);
+    let family = paired.then(|| {
+        let timed_comparisons = matched
+            .iter()
+            .filter_map(|(_, b, h)| b.zip(*h))
+            .map(|(b, h)| timed_comparisons(b, h))
+            .sum::<u32>();
+        Family {
+            size: opts.family_size.unwrap_or(timed_comparisons.max(1)),
+            timed_comparisons,
+            declared: opts.family_size.is_some(),
+        }
+    });
+    let opts = &Options { family_size: family.map(|f| f.size).or(opts.family_size), ..*opts };
     let mut groups = Vec::new();
-    for (name, b, h) in match_groups(base, head) {
+    for (name, b, h) in matched {
         groups.push(match (b, h) {
             (Some(b), Some(h)) => compare_group(name, b, h, paired, opts)?,
             (Some(_), None) | (None, Some(_)) => GroupReport {
@@ -131,8 +203,24 @@ pub fn compare(base: &Side, head: &Side, opts: &Options) -> Result<Report, Error
         head: SideInfo { label: head.label.clone(), source: head.source.clone() },
         paired,
         options: *opts,
+        family,
         groups,
     })
+}
+
+/// How many timed comparisons (see [`Family`]) a group makes: counted from
+/// which metrics its runs recorded, not from their values.
+fn timed_comparisons(b: &Group, h: &Group) -> u32 {
+    if !b.invalid.is_empty() || !h.invalid.is_empty() {
+        return 0;
+    }
+    let runs = |g: &Group, m: &Metric| g.runs.iter().filter(|r| r.values.contains_key(m)).count();
+    let tested = b
+        .metrics()
+        .into_iter()
+        .filter(|m| m.kind != Kind::Work && runs(b, m) >= MIN_SAMPLES && runs(h, m) >= MIN_SAMPLES)
+        .count();
+    u32::try_from(tested).unwrap_or(u32::MAX)
 }
 
 /// Groups matched by name; the groups left over, when both sides have as
@@ -247,7 +335,12 @@ pub fn compare_metric(
         let by_block: BTreeMap<u64, f64> = bv.iter().filter_map(|&(b, v)| b.map(|b| (b, v))).collect();
         let pairs: Vec<(f64, f64)> =
             hv.iter().filter_map(|&(blk, h)| blk.and_then(|k| by_block.get(&k)).map(|&b| (b, h))).collect();
-        let p = rules::paired(&pairs, opts);
+        let mut p = rules::paired(&pairs, opts);
+        if metric.kind == Kind::Work {
+            // Its membership of the family would depend on its values.
+            p.verdict = Verdict::Inconclusive;
+            p.notes.push("a work counter that varies from run to run: outside the family, shown only".into());
+        }
         row.verdict = p.verdict;
         row.paired = Some(p);
     }
@@ -265,7 +358,7 @@ pub fn check_options(opts: &Options) -> Result<(), Error> {
     };
     level("alpha (unpaired)", opts.alpha_unpaired)?;
     level("alpha (paired)", opts.alpha_paired)?;
-    if opts.family_size == 0 {
+    if opts.family_size == Some(0) {
         return Err(Error::new(ErrorKind::Argument, "family size", "0", "at least 1"));
     }
     let p = &opts.policy;

@@ -19,10 +19,12 @@
 //!     randomized blocks): the geometric mean of the per-block ratios
 //!     head/base, an exact two-sided sign-flip p-value over all `2^n` sign
 //!     assignments of the log-ratios (a Monte Carlo from a recorded seed past
-//!     20 blocks), and a simultaneous interval for a predeclared family of
-//!     `m` comparisons (Bonferroni) found by inverting that test. Its verdicts
-//!     are regression detected, improvement detected or inconclusive: a
-//!     result that is not significant is never parity.
+//!     20 blocks), and a simultaneous interval for a family of `m`
+//!     comparisons (Bonferroni) found by inverting that test. By default the
+//!     family is every timed comparison the report makes ([`Family`]),
+//!     counted from which metrics exist before any value is read. Its
+//!     verdicts are regression detected, improvement detected or
+//!     inconclusive: a result that is not significant is never parity.
 //!   - **Work counters** (span counts, integer field sums, Ninja actions) are
 //!     deterministic: constant on both sides and different is a change of the
 //!     work done, whatever the clock says. A span metric on one side only is a
@@ -65,8 +67,9 @@
 //!
 //! It runs nothing: `cabin-trace bench` (the `cabin-trace-cli` package) runs
 //! the commands and writes `samples.json`. It does not correct across the
-//! unpaired rows (each is tested at its own level); the paired rule corrects
-//! for the family size it is told, and nothing decides that size for you.
+//! unpaired rows (each is tested at its own level). A gate should decide on a
+//! few primary metrics declared in advance ([`Report::gate_failures`]), not on
+//! every row: the other rows say where a change went.
 //! Load that drifts between two blocks of runs moves every sample of one side,
 //! which no statistic can tell from a real change: only interleaving does.
 
@@ -80,7 +83,7 @@ pub mod rules;
 pub mod samples;
 pub mod stats;
 
-pub use compare::{compare, GroupReport, Report, Row, SideInfo, REPORT_FORMAT_VERSION};
+pub use compare::{compare, Family, GroupReport, Report, Row, SideInfo, REPORT_FORMAT_VERSION};
 pub use error::{Error, ErrorKind};
 pub use metric::{Group, Kind, Metric, Run, Side};
 pub use rules::{Options, Policy, Verdict};

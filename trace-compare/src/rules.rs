@@ -51,9 +51,12 @@ pub struct Options {
     pub alpha_unpaired: f64,
     /// The paired rule's family-wise two-sided level. Default 0.05.
     pub alpha_paired: f64,
-    /// The predeclared number of paired comparisons in the family
-    /// (Bonferroni: each is tested at `alpha_paired / family_size`). Default 1.
-    pub family_size: u32,
+    /// The number of paired comparisons in the family (Bonferroni: each is
+    /// tested at `alpha_paired / family_size`). `None` (the default): the
+    /// timed comparisons the report makes, which [`crate::compare()`] counts
+    /// before it looks at any value (see [`crate::Family`]). A single call of
+    /// [`paired`] with `None` is a family of one.
+    pub family_size: Option<u32>,
     /// The policy for unpaired differences.
     pub policy: Policy,
     /// The seed of the sign-flip Monte Carlo beyond
@@ -66,7 +69,7 @@ impl Default for Options {
         Options {
             alpha_unpaired: 0.01,
             alpha_paired: 0.05,
-            family_size: 1,
+            family_size: None,
             policy: Policy::default(),
             seed: 0,
         }
@@ -263,7 +266,7 @@ pub struct Paired {
 /// inconclusive and says so.
 pub fn paired(pairs: &[(f64, f64)], opts: &Options) -> Paired {
     let alpha = opts.alpha_paired;
-    let m = opts.family_size.max(1);
+    let m = opts.family_size.unwrap_or(1).max(1);
     let mut notes = Vec::new();
     let n = pairs.len();
     let level = alpha / f64::from(m);

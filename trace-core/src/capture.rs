@@ -30,7 +30,7 @@ pub(crate) static FLOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomi
 pub(crate) struct Core {
     pub threads: Arc<Threads>,
     pub writer: WriterCell,
-    /// The capture's start as an `Instant`, read with `threads.stamps`.
+    /// The capture's start as an `Instant`, read with `threads.clock`.
     pub base: Instant,
     /// Per external lane, the end of the last slice on each of its tracks.
     pub lane_tracks: Mutex<Vec<(String, Vec<u64>)>>,
@@ -183,7 +183,7 @@ impl Core {
     /// Nanoseconds since the capture's start.
     #[inline]
     pub(crate) fn rel_now(&self) -> u64 {
-        self.threads.stamps.rel_now()
+        self.threads.clock.rel_now()
     }
 }
 

@@ -1,11 +1,11 @@
 //! The hot path's timestamps, and their conversion to `CLOCK_MONOTONIC`.
 //!
-//! Reading `CLOCK_MONOTONIC` costs about 32 ns on a virtual machine, and a
-//! span reads it twice. Where the processor's time-stamp counter runs at a
-//! constant rate on every core and the kernel itself keeps time with it (the
-//! `tsc` clock source, which Linux keeps only when the counters agree across
-//! cores), the hot path reads the counter instead (about 13 ns), and the
-//! writer turns ticks into monotonic nanoseconds.
+//! A span reads the clock twice. Where the processor's time-stamp counter
+//! runs at a constant rate on every core and the kernel itself keeps time
+//! with it (the `tsc` clock source, which Linux keeps only when the counters
+//! agree across cores), the hot path reads the counter, which costs less than
+//! `CLOCK_MONOTONIC` through the vDSO (docs/performance.md), and the writer
+//! turns ticks into monotonic nanoseconds.
 //!
 //! The conversion needs no calibration up front, which would cost
 //! milliseconds. The writer reads the counter and the monotonic clock side by
@@ -143,8 +143,8 @@ impl Anchors {
 
     /// [`Anchors::ns`] for a thread whose stamps mostly increase: `near`
     /// keeps the segment of the thread's latest reading, so that a reading in
-    /// it is one comparison and one multiplication (about 30 instructions
-    /// less a reading than finding the segment again; two readings a span).
+    /// it is one comparison and one multiplication instead of a search for
+    /// the segment (two readings a span).
     #[inline]
     pub(crate) fn ns_near(&self, tick: u64, near: &mut Near) -> u64 {
         if tick >= near.lo && tick < near.hi {
@@ -168,7 +168,7 @@ impl Anchors {
         }
         let last = n - 2;
         let i = match near.segment {
-            // Stamps mostly increase: the next segments first.
+            // CaptureClock mostly increase: the next segments first.
             Some(mut i) if i <= last && tick >= p[i].tick => {
                 while i < last && p[i + 1].tick <= tick {
                     i += 1;

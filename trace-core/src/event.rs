@@ -51,6 +51,37 @@ pub struct Field<'a> {
     pub value: Value<'a>,
 }
 
+/// An instant's name holds at most this many characters of its message.
+pub const INSTANT_NAME_CHARS: usize = 60;
+
+/// The name of an instant whose message is `message`: its first line, cut to
+/// [`INSTANT_NAME_CHARS`] characters on a character boundary, and whether
+/// anything was cut (the name then ends with an ellipsis, `…`, which counts
+/// in the [`INSTANT_NAME_CHARS`]). `None` for a message whose first line is
+/// empty. Every sink that names instants names them by this rule.
+///
+/// ```
+/// use trace_core::instant_name;
+///
+/// assert_eq!(instant_name("resolved 3 packages"), Some(("resolved 3 packages", false)));
+/// assert_eq!(instant_name("two\nlines"), Some(("two", true)));
+/// let long = "é".repeat(70);
+/// assert_eq!(instant_name(&long), Some((&long[..2 * 59], true)));
+/// ```
+pub fn instant_name(message: &str) -> Option<(&str, bool)> {
+    // Both line ends are ASCII, so the position found is a character boundary.
+    let end = message.bytes().position(|b| b == b'\n' || b == b'\r').unwrap_or(message.len());
+    let line = &message[..end];
+    if line.is_empty() {
+        return None;
+    }
+    match line.char_indices().nth(INSTANT_NAME_CHARS - 1) {
+        // A character past the limit: keep one less, for the ellipsis.
+        Some((last, _)) if line[last..].chars().nth(1).is_some() => Some((&line[..last], true)),
+        _ => Some((line, end < message.len())),
+    }
+}
+
 /// Where a span or event came from.
 ///
 /// Made by [`Site::of`] for a `tracing` call site, or by [`Site::new`] from
@@ -95,8 +126,7 @@ impl<'a> Site<'a> {
     /// Whether this site's strings, and the names of the fields that come with
     /// it in the same event, are a `tracing` call site's: `'static` text that
     /// never changes at its address. A sink may then recognise a string it
-    /// has seen by its address and length alone, without comparing the text
-    /// (the writer's events cost a third less in the sinks' caches this way).
+    /// has seen by its address and length alone, without comparing the text.
     /// True only for a site made by [`Site::of`]; the writer gives such sites
     /// only the call site's own field names.
     pub const fn has_static_text(&self) -> bool {
@@ -139,6 +169,14 @@ pub struct ThreadCpu {
 }
 
 impl ThreadCpu {
+    /// The readings at a span's begin and end. An end read before the begin
+    /// (a clock that can step back) is taken as the begin, so that every
+    /// format shows the same duration, zero, where the trace processor would
+    /// drop a negative one.
+    pub fn new(begin_ns: u64, end_ns: u64) -> Self {
+        ThreadCpu { begin_ns, end_ns: end_ns.max(begin_ns) }
+    }
+
     /// The CPU time the thread spent inside the span, in nanoseconds (its
     /// children's included, as its wall-clock duration includes them).
     pub fn ns(&self) -> u64 {
@@ -162,6 +200,28 @@ pub struct LaneSlice<'a> {
     pub name: &'a str,
     /// Extra details shown with the slice.
     pub fields: &'a [Field<'a>],
+}
+
+impl LaneSlice<'_> {
+    /// The pid the lane is drawn under, in both trace formats: a process of
+    /// its own, one per lane, numbered above the kernel's pids (below 2^22 on
+    /// Linux) from the tool's `pid`, so that the lanes of the processes of a
+    /// family never meet. `index` is the lane's place among the capture's
+    /// lanes, in the order they first appeared.
+    pub fn lane_pid(pid: u32, index: usize) -> u64 {
+        u64::from(pid) + (1u64 << 22) * (index as u64 + 1)
+    }
+
+    /// The thread id of this slice's sub-lane within its lane's process
+    /// (tids start at 1: 0 is no thread to a viewer).
+    pub fn sub_lane_tid(&self) -> u64 {
+        u64::from(self.track) + 1
+    }
+
+    /// The name of this slice's sub-lane, e.g. `ninja 0`.
+    pub fn sub_lane_name(&self) -> String {
+        format!("{} {}", self.lane, self.track)
+    }
 }
 
 /// What an external lane's source reported, for the summary.
@@ -316,12 +376,14 @@ pub struct ProcessSample {
 
 impl ProcessSample {
     /// The CPU the process used between `earlier` and this sample, in
-    /// percent of one core (200 is two cores busy); `None` when either
-    /// lacks its CPU time or no time passed.
+    /// percent of one core (200 is two cores busy), rounded to tenths of a
+    /// percent (as fine as a millisecond's interval resolves), so that every
+    /// format shows the same value; `None` when either lacks its CPU time or
+    /// no time passed.
     pub fn cpu_percent_since(&self, earlier: &ProcessSample) -> Option<f64> {
         let cpu = self.cpu_ns?.checked_sub(earlier.cpu_ns?)?;
         let wall = self.ts.checked_sub(earlier.ts).filter(|ns| *ns > 0)?;
-        Some(cpu as f64 * 100.0 / wall as f64)
+        Some((cpu as f64 * 1000.0 / wall as f64).round() / 10.0)
     }
 }
 
@@ -392,7 +454,6 @@ pub enum Since {
 /// ([`crate::os::missing`] says which). CPU times are differences of two
 /// readings, so nothing a process did before an exec is counted as the
 /// tool's; peaks are never summed.
-#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Resources {
     /// User CPU time of the tool's process (every thread) during the capture, in microseconds.
@@ -464,4 +525,43 @@ pub struct Finish<'a> {
     pub files: &'a [FileStatus],
     /// CPU and memory of the tool and of its children, over the capture.
     pub resources: Resources,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rule as it reads: split on either line end, count characters.
+    fn instant_name_by_chars(message: &str) -> Option<(&str, bool)> {
+        let line = message.split(['\n', '\r']).next().unwrap_or("");
+        if line.is_empty() {
+            return None;
+        }
+        Some(match line.char_indices().nth(INSTANT_NAME_CHARS) {
+            Some(_) => {
+                let end = line.char_indices().nth(INSTANT_NAME_CHARS - 1).map_or(line.len(), |(i, _)| i);
+                (&line[..end], true)
+            }
+            None => (line, line.len() < message.len()),
+        })
+    }
+
+    #[test]
+    fn an_instant_name_is_what_counting_characters_gives() {
+        let pieces = ["", "a", "é", "€", "🦀", "\n", "\r", "\r\n", " ", "xxxxxxx"];
+        let mut checked = 0;
+        for len in [0usize, 1, 2, 30, 58, 59, 60, 61, 62, 90, 130, 250] {
+            for (i, p) in pieces.iter().enumerate() {
+                for (j, q) in pieces.iter().enumerate() {
+                    // `len` times one piece, with the other before, after or between.
+                    let body: String = std::iter::repeat_n(*p, len).collect();
+                    for m in [format!("{body}{q}"), format!("{q}{body}"), format!("{body}{q}{body}")] {
+                        assert_eq!(instant_name(&m), instant_name_by_chars(&m), "{i} {j} {len}: {m:?}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 3_000, "{checked}");
+    }
 }

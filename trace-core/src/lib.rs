@@ -34,12 +34,9 @@
 //! - On the hot path each thread appends raw records (a stamp on one clock for
 //!   every thread, a span id, a `&'static` callsite, field values) to a buffer
 //!   of its own for that capture and hands it over in batches; nothing is
-//!   allocated per event once the buffers are warm. A record's claim on its
-//!   buffer is two plain stores and a load on Linux, where the first capture
-//!   of a process that has one thread registers for the kernel's
-//!   process-wide memory barriers (`membarrier`), which the writer then pays
-//!   for each partial batch it takes; elsewhere, or in a process that
-//!   already had threads, it is an atomic swap. Batches wait for the
+//!   allocated per event once the buffers are warm. A record claims its
+//!   buffer with an atomic swap (the writer may take a partial batch at any
+//!   time), never a lock. Batches wait for the
 //!   writer up to a memory budget ([`Config::with_memory_budget`], 64 MiB);
 //!   past it the thread waits for the writer to make room
 //!   ([`Report::waited_ns`]). Only a writer that makes no progress for a
@@ -72,10 +69,13 @@
 //! - [`bind`] and [`spawn`] carry the capture to helper threads; [`current`]
 //!   gives code inside the command a [`Handle`] to add external lanes.
 //!
-//! The modules read top-down: `record` (raw records and their clock),
-//! `buffer` (per-thread buffers, hand-over, budget), `writer` (the merge and
-//! the sinks; `writer::pieces`, spans in pieces and flows), `capture` (a capture's state and the record protocol), then
-//! the front-ends `subscriber` and `layer`, and `session`.
+//! The modules read top-down: `clock` (timestamps and their conversion),
+//! `record` (raw records), `buffer` (per-thread buffers, hand-over, budget),
+//! `writer` (the merge and the sinks; `writer::fields`, a span's fields;
+//! `writer::span_lives`, spans in pieces and flows), `capture` (a capture's
+//! state and the record protocol), then the front-ends `subscriber` (with
+//! `recent_spans` and `callsite_answers`, what it keeps per thread and per
+//! call site) and `layer`, and `session`.
 //!
 //! # Example
 //!
@@ -122,6 +122,7 @@
 // writer, the capture's state and record protocol, then the two front-ends
 // (the capture's own subscriber and a registry layer), and the session.
 mod buffer;
+mod callsite_answers;
 mod capture;
 mod clock;
 mod config;
@@ -130,12 +131,11 @@ mod family;
 mod filter;
 mod layer;
 pub mod os;
+mod recent_spans;
 mod record;
-mod ring;
 mod sampler;
 mod session;
 mod sink;
-mod sites;
 mod subscriber;
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod test_child;
@@ -146,8 +146,8 @@ pub use config::{
     Config, ConfigError, ErrorKind, DEFAULT_CPU, DEFAULT_FILTER, DEFAULT_SAMPLE, MAX_SAMPLE, MIN_SAMPLE,
 };
 pub use event::{
-    Event, Field, FileStatus, Finish, FlowKind, LaneReport, LaneSlice, Level, ProcessSample, Resources,
-    Since, Site, Start, ThreadCpu, Tid, Value,
+    instant_name, Event, Field, FileStatus, Finish, FlowKind, LaneReport, LaneSlice, Level, ProcessSample,
+    Resources, Since, Site, Start, ThreadCpu, Tid, Value, INSTANT_NAME_CHARS,
 };
 pub use family::{parse_traceparent, Family, TraceId, PARENT_VAR, TRACEPARENT_VAR};
 pub use layer::CaptureLayer;

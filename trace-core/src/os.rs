@@ -12,7 +12,7 @@
 //! | process CPU ([`Usage`]) | `getrusage` | `getrusage` | not read |
 //! | the tool's peak memory | since the exec: `getrusage`, or `VmHWM` of `/proc/self/status` | `getrusage`: since the exec, or since process creation | not read |
 //! | a child's CPU and peak ([`wait_child`]) | `wait4` | `wait4` | not read |
-//! | the calling thread's CPU time ([`thread_cpu_ns`]) | `CLOCK_THREAD_CPUTIME_ID`; on x86-64 mostly extrapolated without a system call | `CLOCK_THREAD_CPUTIME_ID` | `GetThreadTimes` |
+//! | the calling thread's CPU time ([`thread_cpu_ns`]) | `CLOCK_THREAD_CPUTIME_ID` | `CLOCK_THREAD_CPUTIME_ID` | `GetThreadTimes` |
 //! | resident memory now ([`ProcessSampler`]) | `/proc/self/statm`, kept open | `task_info(MACH_TASK_BASIC_INFO)` | `K32GetProcessMemoryInfo` |
 //! | process CPU now ([`ProcessSampler`]) | `CLOCK_PROCESS_CPUTIME_ID` | `CLOCK_PROCESS_CPUTIME_ID` | `GetProcessTimes` |
 //!
@@ -62,23 +62,12 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// The CPU time (user and system) the calling thread has used, in
-/// nanoseconds: `CLOCK_THREAD_CPUTIME_ID` on Unix, `GetThreadTimes` on
-/// Windows (in steps of the scheduler's tick there). `None` if the system
-/// refuses to say. A capture reads it at the enter and exit of the spans
+/// nanoseconds, read from the operating system's thread clock:
+/// `clock_gettime(CLOCK_THREAD_CPUTIME_ID)` on Unix (a system call on
+/// Linux: the vDSO does not serve this clock), `GetThreadTimes` on Windows
+/// (in steps of the scheduler's tick there). `None` if the system refuses
+/// to say. A capture reads it at the enter and exit of the spans
 /// `<P>_TRACE_CPU` selects; docs/performance.md gives the cost of one read.
-///
-/// On Linux x86-64 the system call is made once per context switch of the
-/// thread and once per millisecond of its wall time; other readings add the
-/// monotonic clock's advance to the last system call's figure, which is the
-/// thread's CPU time as long as it kept its processor. A per-thread software
-/// perf event, mapped and never read, says when it did not: the kernel
-/// rewrites the event's page each time it switches the thread in. The
-/// readings of a thread never go back, and stay within the time one
-/// millisecond's window overcounts (interrupts, a hypervisor's steal) of the
-/// system call's. Where perf events are refused (`perf_event_paranoid` 3,
-/// seccomp), every reading is the system call. The event makes each context
-/// switch of its thread cost more, so a thread switched out more often than
-/// every fourth reading gives it back.
 #[inline]
 pub fn thread_cpu_ns() -> Option<u64> {
     platform::thread_cpu_ns()
@@ -109,28 +98,6 @@ impl Default for ProcessSampler {
     fn default() -> Self {
         ProcessSampler::new()
     }
-}
-
-/// A thread's name and body, kept in a `static`: what [`spawn_detached`] starts.
-pub(crate) struct ThreadMain {
-    /// Up to 15 bytes are kept on Linux.
-    pub(crate) name: &'static std::ffi::CStr,
-    pub(crate) body: fn(),
-}
-
-/// Starts `main` on a thread of its own with a stack of `stack_bytes`, never
-/// joined: it ends with the process.
-///
-/// On Unix through `pthread_create`, not `std::thread`: a `std` thread's
-/// start-up also asks for the bounds of its stack (which allocates, and so
-/// sets up the thread's `malloc` arena) and maps an alternate signal stack
-/// for its overflow message, ten system calls that the new thread makes
-/// while the one that started it goes on (it preempts that one on a busy
-/// machine). Such a thread has no `std::thread::current()` name and no
-/// overflow message: a body that needs neither, and whose stack use is
-/// small and bounded, is what it is for. On Windows a `std` thread.
-pub(crate) fn spawn_detached(main: &'static ThreadMain, stack_bytes: usize) -> io::Result<()> {
-    platform::spawn_detached(main, stack_bytes)
 }
 
 /// Milliseconds since the Unix epoch.
@@ -165,41 +132,8 @@ pub fn startup_resolution_us() -> u64 {
 /// monotonic clock.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(crate) fn kernel_keeps_time_with_the_counter() -> bool {
-    // The name of the source and a newline; one read (see `read_small`).
-    let mut buf = [0u8; 64];
-    platform::read_small("/sys/devices/system/clocksource/clocksource0/current_clocksource", &mut buf)
-        .is_some_and(|source| source.trim_ascii() == b"tsc")
-}
-
-/// Whether a recording thread claims its buffer with plain stores, a taker
-/// of its batch then making every thread of the process pass a memory
-/// barrier ([`barrier_on_all_threads`]); otherwise each claim is an atomic
-/// swap. Decided once, by [`prepare_fast_claims`] (see
-/// `buffer::ThreadBuf`).
-#[inline(always)]
-pub(crate) fn fast_claims() -> bool {
-    platform::fast_claims()
-}
-
-/// Turns fast claims on, at the first capture of a process, where the
-/// kernel gives a process memory barriers on all its threads and
-/// registering for them is cheap: while the process has one thread (a few
-/// µs; with more, the kernel waits out a grace period of 10-25 ms here,
-/// and claims stay atomic swaps). A forked child goes back to swaps.
-pub(crate) fn prepare_fast_claims() {
-    platform::prepare_fast_claims()
-}
-
-/// Turns fast claims on in a test's process of its own, before any capture.
-#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
-pub(crate) fn force_fast_claims() -> bool {
-    platform::force_fast_claims()
-}
-
-/// Makes every running thread of the process pass a full memory barrier;
-/// false if the kernel refused (never expected once fast claims are on).
-pub(crate) fn barrier_on_all_threads() -> bool {
-    platform::barrier_on_all_threads()
+    std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        .is_ok_and(|source| source.trim() == "tsc")
 }
 
 /// Why some process figures are `None` on this platform, or `None` when every
@@ -234,9 +168,9 @@ pub fn wait_child(child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> 
 /// calling thread, with `poll`, as `Command::output` does; on Windows
 /// `stderr` on a thread of its own.
 ///
-/// On Unix no thread is started: a thread for each child cost the command
-/// its start and, at its end, a wake-up of the other processor to join it
-/// (0.1-0.5 ms on a virtual machine). Each pipe's result comes apart, so
+/// On Unix no thread is started: a thread for each child would cost the
+/// command its start and, at its end, a wake-up of the other processor to
+/// join it. Each pipe's result comes apart, so
 /// that the caller can still wait for the child when reading one failed.
 pub fn read_pipes(
     stdout: Option<ChildStdout>,
@@ -412,28 +346,6 @@ mod tests {
         let grown = second.resident_bytes.unwrap().saturating_sub(rss);
         assert!(grown > 56 << 20, "touching 64 MiB grew the resident set by {grown} bytes");
         assert!(second.cpu_ns.unwrap() > cpu, "{first:?} then {second:?}");
-    }
-
-    #[test]
-    fn a_detached_thread_runs_its_body_under_its_name() {
-        static NAME: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-        static MAIN: ThreadMain = ThreadMain {
-            name: c"trace-test-main",
-            body: || {
-                let name = if cfg!(target_os = "linux") {
-                    std::fs::read_to_string("/proc/thread-self/comm").unwrap_or_default()
-                } else {
-                    "trace-test-main\n".to_string()
-                };
-                *NAME.lock().unwrap() = Some(name);
-            },
-        };
-        spawn_detached(&MAIN, 64 * 1024).unwrap();
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while NAME.lock().unwrap().is_none() && std::time::Instant::now() < until {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        assert_eq!(NAME.lock().unwrap().as_deref(), Some("trace-test-main\n"));
     }
 
     #[test]

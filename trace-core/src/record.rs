@@ -6,7 +6,7 @@
 //! appended to the batch's own string). Converting and encoding happen later,
 //! on the writer's side.
 //!
-//! Every record carries a stamp on one clock for all threads ([`Stamps`]), so
+//! Every record carries a stamp on one clock for all threads ([`CaptureClock`]), so
 //! that the writer can put the records of every thread back in the order they
 //! happened: a span created on one thread and entered, recorded or closed on
 //! another is then seen in that order, whichever thread's batch arrives first.
@@ -99,35 +99,25 @@ pub(crate) struct RawField {
     pub value: RawValue,
 }
 
-/// Text [`Batch::warm`] writes over a recycled batch's text with.
-const ZEROS: &str = match std::str::from_utf8(&[0; 512]) {
-    Ok(zeros) => zeros,
-    Err(_) => panic!("NUL bytes are UTF-8"),
-};
-
 /// One thread's records, in the order it stored them (and so of their stamps).
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
     pub raws: Vec<Raw>,
     pub values: Vec<RawField>,
     pub text: String,
-    /// How much of each vector the batch held when it was last cleared: the
-    /// room [`Batch::warm`] writes over before the batch is filled again.
-    used: [usize; 3],
 }
 
 impl Batch {
     /// A batch for a thread that has yet to show it records much: its first
     /// (made at its registration) and one put in place of a partial batch the
     /// writer took. It grows as it fills; most threads of a short command
-    /// record a few records each, and the full size made up front cost each
-    /// such thread about five fresh pages (page faults of 3 µs each here).
+    /// record a few records each, and the full size made up front would cost
+    /// each such thread fresh pages.
     pub(crate) fn small() -> Batch {
         Batch {
             raws: Vec::with_capacity(SMALL_RECORDS),
             values: Vec::with_capacity(SMALL_RECORDS),
             text: String::new(),
-            used: [0; 3],
         }
     }
 
@@ -137,49 +127,13 @@ impl Batch {
             raws: Vec::with_capacity(BATCH_RECORDS),
             values: Vec::with_capacity(BATCH_RECORDS),
             text: String::with_capacity(4096),
-            used: [0; 3],
         }
     }
 
     pub(crate) fn clear(&mut self) {
-        self.used = [self.raws.len(), self.values.len(), self.text.len()];
         self.raws.clear();
         self.values.clear();
         self.text.clear();
-    }
-
-    /// Writes over the room this batch used last time, in one pass, before a
-    /// recording thread fills it again.
-    ///
-    /// A recycled batch was last read by the writer, so its cache lines are
-    /// in the writer's core. Filled record by record, each first store to a
-    /// line would wait for that core to give the line up, one at a time
-    /// between the span's other work; where the machine's two (virtual)
-    /// CPUs are far apart that made the calling thread 1.3-2.6x slower
-    /// (docs/dev/performance-history.md, "Recycled batches"). One pass of
-    /// stores lets those waits overlap. It changes no record: the room stays
-    /// spare capacity, and the batch stays empty. Returns the bytes written.
-    /// Where the CPUs are close, it costs more than it saves (the callers
-    /// measure it: `buffer::warm_pays`).
-    pub(crate) fn warm(&mut self) -> usize {
-        let [raws, values, text] = self.used;
-        let spare = self.raws.spare_capacity_mut();
-        let n = raws.min(spare.len());
-        spare[..n].fill(std::mem::MaybeUninit::zeroed());
-        let mut bytes = n * std::mem::size_of::<Raw>();
-        let spare = self.values.spare_capacity_mut();
-        let n = values.min(spare.len());
-        spare[..n].fill(std::mem::MaybeUninit::zeroed());
-        bytes += n * std::mem::size_of::<RawField>();
-        let mut n = text.min(self.text.capacity());
-        bytes += n;
-        while n > 0 {
-            let chunk = n.min(ZEROS.len());
-            self.text.push_str(&ZEROS[..chunk]);
-            n -= chunk;
-        }
-        self.text.clear();
-        bytes
     }
 
     pub(crate) fn is_full(&self) -> bool {
@@ -313,7 +267,7 @@ impl Batch {
 /// usable ([`crate::clock`]), nanoseconds since the capture's start otherwise.
 /// Either way one clock for every thread, increasing with real time.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Stamps {
+pub(crate) struct CaptureClock {
     /// Whether stamps are counter ticks.
     pub ticks: bool,
     /// `CLOCK_MONOTONIC` at the capture's start, in nanoseconds.
@@ -322,13 +276,13 @@ pub(crate) struct Stamps {
     pub first_anchor: Anchor,
 }
 
-impl Stamps {
+impl CaptureClock {
     /// A clock for a capture starting now.
-    pub(crate) fn start() -> Stamps {
+    pub(crate) fn start() -> CaptureClock {
         let ticks = clock::counter_usable();
         let first_anchor =
             if ticks { Anchor::now() } else { Anchor { tick: 0, ns: crate::os::monotonic_ns() } };
-        Stamps { ticks, base_mono_ns: first_anchor.ns, first_anchor }
+        CaptureClock { ticks, base_mono_ns: first_anchor.ns, first_anchor }
     }
 
     /// Nanoseconds since the capture's start.
@@ -521,38 +475,5 @@ mod tests {
         let kinds: Vec<(Kind, u64)> = batch.raws.iter().map(|r| (r.kind, r.ts)).collect();
         assert_eq!(kinds, [(Kind::Exit, 4), (Kind::Close, 5), (Kind::Close, 6), (Kind::ExitClose, 7)]);
         assert_eq!(batch.thread_cpu_ns(&batch.raws[3]), Some(11));
-    }
-
-    #[test]
-    fn a_warmed_batch_stays_empty_keeps_its_room_and_records_as_before() {
-        let fill = |batch: &mut Batch| {
-            for i in 0..300 {
-                batch.push_fields(Kind::NewSpan, i, i + 1, None, |_| {});
-                batch.values.push(RawField { name: "a", value: RawValue::U64(i) });
-                batch.raws.last_mut().unwrap().fields_len = 1;
-                batch.text.push_str("some text ");
-                batch.push_close(i, i + 2);
-            }
-        };
-        let mut batch = Batch::small();
-        fill(&mut batch);
-        let before: Vec<(Kind, u64, u64)> = batch.raws.iter().map(|r| (r.kind, r.id, r.ts)).collect();
-        let room = (batch.raws.capacity(), batch.values.capacity(), batch.text.capacity());
-        let ptrs = (batch.raws.as_ptr(), batch.values.as_ptr(), batch.text.as_ptr());
-        batch.clear();
-        assert_eq!(batch.used, [600, 300, 3_000]);
-        let warmed = batch.warm();
-        assert_eq!(warmed, 600 * std::mem::size_of::<Raw>() + 300 * std::mem::size_of::<RawField>() + 3_000);
-        assert!(batch.raws.is_empty() && batch.values.is_empty() && batch.text.is_empty());
-        assert_eq!((batch.raws.capacity(), batch.values.capacity(), batch.text.capacity()), room);
-        assert_eq!((batch.raws.as_ptr(), batch.values.as_ptr(), batch.text.as_ptr()), ptrs);
-        fill(&mut batch);
-        let after: Vec<(Kind, u64, u64)> = batch.raws.iter().map(|r| (r.kind, r.id, r.ts)).collect();
-        assert_eq!(after, before);
-        assert_eq!(batch.text.len(), 3_000);
-        // A batch never filled has nothing to warm.
-        let mut fresh = Batch::small();
-        assert_eq!(fresh.warm(), 0);
-        assert!(fresh.raws.is_empty() && fresh.text.is_empty());
     }
 }

@@ -10,20 +10,15 @@
 //! does not shift the later ones). The thread is started by the first
 //! capture that samples, and it ends when the last running capture stops:
 //! the stop wakes it, and it returns while the finish is still writing the
-//! files. A thread still alive, even asleep, when the process exits costs
-//! the command's exit 0.1-0.6 ms of wall time on a virtual machine (the exit
-//! has to wake it on another processor and wait for it), about a third of a
-//! short command's whole capture cost at `info`; one that ends at the stop
-//! is gone by then. A later capture starts the thread again (a
-//! `pthread_create`, whose stack the C library keeps for reuse). It never
-//! blocks the command: sending into a writer's channel does not wait.
+//! files. A thread still alive, even asleep, when the process exits delays
+//! the command's exit (the exit has to wake it on another processor and wait
+//! for it); one that ends at the stop is gone by then. A later capture
+//! starts the thread again. It never blocks the command: sending into a
+//! writer's channel does not wait.
 //!
 //! The first capture to sample puts itself in the list before it starts the
 //! thread, so the thread finds it there and sleeps once, until the first
-//! sample is due, instead of parking until the capture wakes it. The thread
-//! is started with [`os::spawn_detached`], whose start-up makes no system
-//! call of `std`'s on top of `pthread_create`'s. A capture's start in a
-//! fresh process thus pays for the thread's creation and little more.
+//! sample is due, instead of parking until the capture wakes it.
 //!
 //! `running` says whether a thread is alive to serve the list. It is set
 //! before the thread is spawned and cleared by the thread itself, under the
@@ -40,7 +35,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use crate::buffer::Msg;
-use crate::os::{self, ProcessSampler, ThreadMain};
+use crate::os::ProcessSampler;
 
 /// A capture's place in the sampler's list; [`Sampler::stop`] takes it out.
 pub(crate) struct Sampler {
@@ -68,8 +63,7 @@ impl Entry {
 
 /// The running captures, and the reader of the process's figures that the
 /// thread and the captures' first and last samples share (it keeps a file
-/// open). `std`'s mutex and condition variable rather than `parking_lot`'s,
-/// whose first wait on a thread allocates (see [`os::spawn_detached`]).
+/// open).
 struct State {
     entries: Vec<Entry>,
     reader: ProcessSampler,
@@ -162,7 +156,6 @@ impl Drop for Sampler {
 #[cold]
 fn start_thread(shared: &'static Shared) -> io::Result<bool> {
     static STARTING: Mutex<()> = Mutex::new(());
-    static MAIN: ThreadMain = ThreadMain { name: c"trace-sampler", body: run };
     let _one = STARTING.lock().unwrap_or_else(PoisonError::into_inner);
     if shared.running.load(Ordering::Acquire) {
         return Ok(false);
@@ -170,7 +163,9 @@ fn start_thread(shared: &'static Shared) -> io::Result<bool> {
     // Before the spawn: a thread that ends at once clears it after this.
     shared.running.store(true, Ordering::Release);
     // It holds a few integers and the reader's small buffer.
-    if let Err(e) = os::spawn_detached(&MAIN, 64 * 1024) {
+    // Never joined: it ends by itself once no capture samples.
+    let spawned = std::thread::Builder::new().name("trace-sampler".into()).stack_size(64 * 1024).spawn(run);
+    if let Err(e) = spawned {
         shared.running.store(false, Ordering::Release);
         return Err(e);
     }

@@ -21,7 +21,7 @@ use crate::event::{Field, FileStatus, LaneReport, LaneSlice};
 use crate::family::{self, Family};
 use crate::layer::{CaptureFilter, CaptureLayer, HideRoot};
 use crate::os::{self, Usage};
-use crate::record::{OwnedLane, OwnedValue, Stamps};
+use crate::record::{CaptureClock, OwnedLane, OwnedValue};
 use crate::sink::{CheckedWriter, Sink};
 use crate::subscriber::CaptureSubscriber;
 use crate::writer::{self, Ended, Outcome, Pending, SinkFile, StartOwned, WriterCell};
@@ -223,10 +223,9 @@ impl Session {
             filter: config.filter_text().to_string(),
             family: config.family().clone(),
         };
-        let stamps = Stamps::start();
+        let clock = CaptureClock::start();
         let base = Instant::now();
-        os::prepare_fast_claims();
-        let threads = Arc::new(Threads::new(stamps, Handoff::new(tx, recycle_rx, config.memory_budget())));
+        let threads = Arc::new(Threads::new(clock, Handoff::new(tx, recycle_rx, config.memory_budget())));
         let pending = Pending { rx, recycle: recycle_tx, sinks: files, start };
         let core = Arc::new(Core {
             writer: WriterCell::new(threads.clone(), pending),
@@ -502,13 +501,13 @@ pub fn current() -> Option<Handle> {
 impl Handle {
     /// Now, on the capture's clock (monotonic nanoseconds).
     pub fn now_ns(&self) -> u64 {
-        self.core.threads.stamps.base_mono_ns + self.core.rel_now()
+        self.core.threads.clock.base_mono_ns + self.core.rel_now()
     }
 
     /// The capture's clock reading for `instant`.
     pub fn instant_ns(&self, instant: Instant) -> u64 {
         let base = self.core.base;
-        let base_ns = self.core.threads.stamps.base_mono_ns;
+        let base_ns = self.core.threads.clock.base_mono_ns;
         if instant >= base {
             base_ns + (instant - base).as_nanos() as u64
         } else {

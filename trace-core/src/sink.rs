@@ -48,23 +48,6 @@ pub trait Sink: Send {
     }
     /// Called for every event, in order.
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()>;
-    /// Whether [`Sink::event`] is to be called with [`Event::SpanBegin`]s. A
-    /// sink that writes a slice whole at its end (an [`Event::SpanEnd`]
-    /// carries the begin's time and the span's fields) says no and spares the
-    /// writer a call per span. Asked once, after [`Sink::start`]; by default yes.
-    fn wants_span_begins(&self) -> bool {
-        true
-    }
-    /// Called instead of two calls of [`Sink::event`] for a span that began
-    /// and ended with no other event between: `begin` is its
-    /// [`Event::SpanBegin`], `end` its [`Event::SpanEnd`] (most spans, entered
-    /// once and closed at their exit). Only a sink that wants span begins
-    /// gets it; by default it is the two calls, and a sink may override it to
-    /// write both at once.
-    fn leaf_span(&mut self, begin: &Event<'_>, end: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
-        self.event(begin, out)?;
-        self.event(end, out)
-    }
     /// Called once after the last event; the file is complete when it returns.
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()>;
 }

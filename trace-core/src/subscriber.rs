@@ -7,8 +7,8 @@
 //! - A span's id is its thread's number in the capture (plus one) above
 //!   [`SEQ_BITS`] bits of that thread's own count of spans: unique, never zero,
 //!   never reused within a capture, and taken without any shared counter.
-//! - Each thread keeps its last [`RING`] spans in a ring that other threads can
-//!   read ([`SpanRing`]); a span still open when its entry is needed for a
+//! - Each thread keeps its last [`RECENT_SPANS`] spans in a ring that other threads can
+//!   read ([`RecentSpans`]); a span still open when its entry is needed for a
 //!   newer one moves to a shared table (`overflow`). Entering a span where it
 //!   was created reads the ring; anywhere else is the rare path.
 //! - Spans are almost never cloned: a handle's close checks one atomic count of
@@ -20,7 +20,7 @@
 //!   the parents it would see without capture. A call site whose interest
 //!   from the inner dispatcher is `never` is not forwarded even when its
 //!   `enabled` says yes, and the capture's filter is not asked again for a
-//!   call site it has answered (both kept per call site, [`crate::sites`]).
+//!   call site it has answered (both kept per call site, [`crate::callsite_answers`]).
 //!   With no inner dispatcher the tee costs one branch per call. Limit: an event with an explicit parent
 //!   (`info!(parent: &span, ..)`) reaches the inner dispatcher unchanged, with
 //!   the capture's id for its parent, because `tracing` offers no way to
@@ -39,10 +39,10 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::{Layer, Registry};
 
 use crate::buffer::{Slot, ThreadBuf};
+use crate::callsite_answers::{Answers, CallsiteAnswers};
 use crate::capture::{wants, Core, ROOT_TARGET};
 use crate::layer::max_with_root;
-use crate::ring::{SpanEntry, SpanInfo};
-use crate::sites::{Known, SiteTable};
+use crate::recent_spans::{RecentSpan, SpanInfo};
 
 /// Bits of a span id that count the spans of one thread.
 const SEQ_BITS: u32 = 40;
@@ -61,8 +61,8 @@ pub(crate) struct CaptureSubscriber {
     /// The dispatcher that was the default when the capture started (the
     /// tool's own logging), if any.
     inner: Option<Dispatch>,
-    /// What the filter and `inner` said of each call site ([`SiteTable`]).
-    sites: SiteTable,
+    /// What the filter and `inner` said of each call site ([`CallsiteAnswers`]).
+    sites: CallsiteAnswers,
     /// Outstanding extra references, the sum of `refs`.
     clones: AtomicUsize,
     /// Span id to the number of its handles beyond the first.
@@ -81,7 +81,7 @@ impl CaptureSubscriber {
             core,
             filter,
             max_level,
-            sites: SiteTable::new(),
+            sites: CallsiteAnswers::new(),
             inner,
             clones: AtomicUsize::new(0),
             refs: Mutex::new(HashMap::new()),
@@ -98,26 +98,26 @@ impl CaptureSubscriber {
     /// What is known of `meta`: kept when it was registered, or worked out
     /// now for a call site the table does not hold.
     #[inline]
-    fn known(&self, meta: &Metadata<'_>) -> Known {
-        self.sites.get(meta).unwrap_or_else(|| Known { wanted: self.wants(meta), inner_never: false })
+    fn known(&self, meta: &Metadata<'_>) -> Answers {
+        self.sites.get(meta).unwrap_or_else(|| Answers { wanted: self.wants(meta), inner_never: false })
     }
 
     /// [`Self::known`] for a span or event `tracing` gave the subscriber:
     /// with no inner dispatcher, `enabled` said yes for the capture alone,
     /// and there is nothing to look up.
     #[inline]
-    fn known_given(&self, meta: &Metadata<'_>) -> Known {
+    fn known_given(&self, meta: &Metadata<'_>) -> Answers {
         match self.inner {
             Some(_) => self.known(meta),
-            None => Known { wanted: true, inner_never: true },
+            None => Answers { wanted: true, inner_never: true },
         }
     }
 
     /// The inner dispatcher, if it wants `meta` and `meta` is not the root's.
     /// A call site whose interest it said is `never` is not asked `enabled`,
-    /// which may say yes to it anyway ([`crate::sites`]).
+    /// which may say yes to it anyway ([`crate::callsite_answers`]).
     #[inline]
-    fn inner_for(&self, meta: &Metadata<'_>, known: Known) -> Option<&Dispatch> {
+    fn inner_for(&self, meta: &Metadata<'_>, known: Answers) -> Option<&Dispatch> {
         self.inner.as_ref().filter(|d| meta.target() != ROOT_TARGET && !known.inner_never && d.enabled(meta))
     }
 
@@ -131,7 +131,7 @@ impl CaptureSubscriber {
         }
         next_seq.set(seq + 1);
         let id = (thread << SEQ_BITS) | seq;
-        let e = buf.spans.entry(id);
+        let e = buf.recent_spans.entry(id);
         let old = e.id.load(Ordering::Relaxed);
         if old != 0 {
             self.displace(e, old);
@@ -142,7 +142,7 @@ impl CaptureSubscriber {
 
     /// Moves a span that is still open out of its thread's ring, to make room.
     #[cold]
-    fn displace(&self, e: &SpanEntry, old: u64) {
+    fn displace(&self, e: &RecentSpan, old: u64) {
         let mut overflow = self.overflow.lock();
         // Under the lock: a thread closing `old` that finds it gone from the
         // ring then looks in `overflow` and waits for this insert.
@@ -165,7 +165,7 @@ impl CaptureSubscriber {
     #[inline]
     fn info_of(&self, own: Option<&ThreadBuf>, id: u64) -> Option<SpanInfo> {
         if let Some(own) = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1) {
-            let e = own.spans.entry(id);
+            let e = own.recent_spans.entry(id);
             if e.id.load(Ordering::Relaxed) == id {
                 return Some(e.own_info());
             }
@@ -179,7 +179,7 @@ impl CaptureSubscriber {
     fn info_elsewhere(&self, id: u64) -> Option<SpanInfo> {
         let thread = id >> SEQ_BITS;
         if thread > 0 {
-            if let Some(Some(info)) = self.core.threads.with_buf(thread - 1, |b| b.spans.read(id)) {
+            if let Some(Some(info)) = self.core.threads.with_buf(thread - 1, |b| b.recent_spans.read(id)) {
                 return Some(info);
             }
         }
@@ -211,7 +211,7 @@ impl CaptureSubscriber {
     #[inline]
     fn forget(&self, own: Option<&ThreadBuf>, id: u64) -> Option<SpanInfo> {
         if let Some(own) = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1) {
-            let e = own.spans.entry(id);
+            let e = own.recent_spans.entry(id);
             // Only this thread stores into its ring, and only one handle closes
             // a span: nothing can change this entry in between.
             if e.id.load(Ordering::Relaxed) == id {
@@ -226,7 +226,7 @@ impl CaptureSubscriber {
     #[cold]
     fn forget_elsewhere(&self, id: u64) -> Option<SpanInfo> {
         let thread = id >> SEQ_BITS;
-        if thread > 0 && self.core.threads.with_buf(thread - 1, |b| b.spans.clear(id)) == Some(true) {
+        if thread > 0 && self.core.threads.with_buf(thread - 1, |b| b.recent_spans.clear(id)) == Some(true) {
             // Cleared from another thread's ring; what it held is not needed.
             return None;
         }
@@ -275,7 +275,7 @@ impl Subscriber for CaptureSubscriber {
         // too, for what to forward to it, and so is the filter's.
         let wanted = self.wants(meta);
         let inner_never = self.inner.as_ref().is_some_and(|d| d.register_callsite(meta).is_never());
-        self.sites.set(meta, Known { wanted, inner_never });
+        self.sites.set(meta, Answers { wanted, inner_never });
         if wanted {
             Interest::always()
         } else {
@@ -494,8 +494,8 @@ mod tests {
 
     use super::*;
     use crate::buffer::{Handoff, Msg, Threads};
-    use crate::record::{Batch, Kind, Stamps};
-    use crate::ring::RING;
+    use crate::recent_spans::RECENT_SPANS;
+    use crate::record::{Batch, CaptureClock, Kind};
     use crate::writer::{Pending, StartOwned, WriterCell};
 
     type Shared = Core;
@@ -503,7 +503,7 @@ mod tests {
     fn rig() -> (Dispatch, Arc<Core>, Receiver<Msg>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (recycle_tx, recycle) = crossbeam_channel::bounded(1);
-        let threads = Arc::new(Threads::new(Stamps::start(), Handoff::new(tx, recycle, usize::MAX)));
+        let threads = Arc::new(Threads::new(CaptureClock::start(), Handoff::new(tx, recycle, usize::MAX)));
         let start = StartOwned {
             command: "test".into(),
             stem: "test".into(),
@@ -565,7 +565,7 @@ mod tests {
         assert_eq!(s.clones.load(Ordering::Relaxed), 0);
         for buf in shared.threads.list.lock().iter() {
             let held: Vec<u64> = buf
-                .spans
+                .recent_spans
                 .entries
                 .iter()
                 .map(|e| e.id.load(Ordering::Relaxed))
@@ -612,7 +612,7 @@ mod tests {
         let (d, shared, rx) = rig();
         let (old_id, elsewhere) = dispatcher::with_default(&d, || {
             let old = info_span!("old", n = 1u64);
-            for _ in 0..RING + 10 {
+            for _ in 0..RECENT_SPANS + 10 {
                 info_span!("filler", n = 2u64).in_scope(|| ());
             }
             assert_eq!(sub(&d).overflow.lock().len(), 1, "`old` left the ring for the shared table");
@@ -641,7 +641,7 @@ mod tests {
     #[test]
     fn closes_on_another_thread_racing_with_displacement_leave_nothing_behind() {
         let (d, shared, _rx) = rig();
-        let (tx, spans) = std::sync::mpsc::sync_channel::<tracing::Span>(RING);
+        let (tx, spans) = std::sync::mpsc::sync_channel::<tracing::Span>(RECENT_SPANS);
         let closer = std::thread::spawn(move || {
             for span in spans {
                 drop(span);
@@ -697,7 +697,7 @@ mod tests {
 
     /// The heap bytes of the batch thread `index` holds now.
     fn held_bytes(shared: &Shared, index: u64) -> usize {
-        let held = shared.threads.with_buf(index, |b| b.steal(&shared.threads.stamps, Batch::default));
+        let held = shared.threads.with_buf(index, |b| b.steal(&shared.threads.clock, Batch::default));
         // What the steal took out is sent back as it was: only its size matters.
         held.flatten().and_then(|t| t.batch).map_or(0, |b| b.bytes())
     }

@@ -20,9 +20,8 @@
 //! adjacent records, a [`Kind::NewEnter`] and a [`Kind::ExitClose`]; when no
 //! other thread's record is stamped before its close, the writer sends its
 //! begin and end at once, its fields borrowed from the batch, and never puts
-//! it in a table or on a thread's stack (`Writer::leaf`). This halved the
-//! writer's own work a span (callgrind, the `spans` benchmark: about 1,110
-//! instructions a span outside the sinks, 610 after).
+//! it in a table or on a thread's stack (`Writer::leaf`), which is most of
+//! the writer's work saved for such a span.
 //!
 //! # Sinks
 //!
@@ -50,7 +49,7 @@ use crate::record::{raw_value, Batch, Kind, OwnedLane, Raw};
 use crate::sink::{CheckedWriter, Sink};
 
 mod fields;
-mod pieces;
+mod span_lives;
 
 use fields::SpanFields;
 
@@ -157,7 +156,7 @@ fn borrow_fields<'a>(to: &mut Vec<Field<'a>>, fields: Option<&'a SpanFields>) {
 }
 
 /// A slice open on a thread.
-struct Open {
+struct OpenSlice {
     id: u64,
     begin_ts: u64,
     meta: &'static Metadata<'static>,
@@ -168,7 +167,7 @@ struct Open {
     begin_cpu: Option<u64>,
     /// The span's fields, for a span in its first piece since its creation
     /// ([`Kind::NewEnter`]): such a span has no entry in the span table nor
-    /// in [`pieces::Pieces`] until it is exited without being closed, so the
+    /// in [`span_lives::SpanLives`] until it is exited without being closed, so the
     /// common span (created, entered, exited, closed) costs no table at all.
     own: Option<SpanFields>,
 }
@@ -207,9 +206,9 @@ enum Arrival {
 }
 
 /// The writer's state for one of the capture's threads.
-struct Lane {
+struct ThreadState {
     tid: Tid,
-    stack: Vec<Open>,
+    stack: Vec<OpenSlice>,
     /// The latest time given to this thread's records: a thread's times never
     /// go back, even where two counter reads ran out of order.
     last_ns: u64,
@@ -226,17 +225,17 @@ struct Lane {
     gap_from: Option<u64>,
 }
 
-/// The monotonic time of a record of `lane` stamped `stamp`, given the
+/// The monotonic time of a record of the thread `state` stamped `stamp`, given the
 /// tick conversion (`anchors`) or the capture's start (`base`): a thread's
 /// times never go back, even where two counter reads ran out of order.
 #[inline(always)]
-fn lane_time(anchors: Option<&Anchors>, base: u64, lane: &mut Lane, stamp: u64) -> u64 {
+fn thread_time(anchors: Option<&Anchors>, base: u64, state: &mut ThreadState, stamp: u64) -> u64 {
     let ns = match anchors {
-        Some(anchors) => anchors.ns_near(stamp, &mut lane.segment),
+        Some(anchors) => anchors.ns_near(stamp, &mut state.segment),
         None => base + stamp,
     };
-    lane.last_ns = lane.last_ns.max(ns);
-    lane.last_ns
+    state.last_ns = state.last_ns.max(ns);
+    state.last_ns
 }
 
 /// A span's fields, from its creation and later records, while it lives.
@@ -247,7 +246,7 @@ pub(crate) struct Writer {
     /// The channel, to tell whether more is waiting in it.
     rx: Receiver<Msg>,
     sinks: Vec<SinkFile>,
-    lanes: Vec<Option<Lane>>,
+    thread_states: Vec<Option<ThreadState>>,
     spans: Spans,
     /// Emptied field lists, reused for the next spans.
     spare: Vec<SpanFields>,
@@ -259,11 +258,7 @@ pub(crate) struct Writer {
     /// The lists of an event's fields.
     scratch: [Scratch; 2],
     /// Spans that run in pieces, and flows.
-    pieces: pieces::Pieces,
-    /// The sinks that read span begins ([`Sink::wants_span_begins`]).
-    begins: Vec<usize>,
-    /// For each sink, whether it is in `begins`.
-    wants_begins: Vec<bool>,
+    span_lives: span_lives::SpanLives,
 }
 
 /// What the writer hands back at the end.
@@ -281,7 +276,7 @@ impl Writer {
             stem: &start.stem,
             pid: start.pid,
             start_unix_ms: start.start_unix_ms,
-            start_ns: threads.stamps.base_mono_ns,
+            start_ns: threads.clock.base_mono_ns,
             startup_us: start.startup_us,
             filter: &start.filter,
             family: Some(&start.family),
@@ -289,23 +284,19 @@ impl Writer {
         for s in &mut sinks {
             s.call(|sink, out| sink.start(&info, out));
         }
-        let wants_begins: Vec<bool> = sinks.iter().map(|s| s.sink.wants_span_begins()).collect();
-        let begins = (0..sinks.len()).filter(|&k| wants_begins[k]).collect();
-        let anchors = threads.stamps.ticks.then(|| Anchors::new(threads.stamps.first_anchor));
+        let anchors = threads.clock.ticks.then(|| Anchors::new(threads.clock.first_anchor));
         Writer {
             threads,
             rx,
             sinks,
-            lanes: Vec::new(),
+            thread_states: Vec::new(),
             spans: IdMap::default(),
             spare: Vec::new(),
             recycle,
             anchors,
             unclosed: 0,
             scratch: Default::default(),
-            pieces: pieces::Pieces::default(),
-            begins,
-            wants_begins,
+            span_lives: span_lives::SpanLives::default(),
         }
     }
 
@@ -314,19 +305,19 @@ impl Writer {
     }
 
     /// The writer's state for thread `index`, named to the sinks on first use.
-    fn lane(&mut self, index: u32) -> &mut Lane {
+    fn thread_state(&mut self, index: u32) -> &mut ThreadState {
         let i = index as usize;
-        if self.lanes.len() <= i {
-            self.lanes.resize_with(i + 1, || None);
+        if self.thread_states.len() <= i {
+            self.thread_states.resize_with(i + 1, || None);
         }
-        if self.lanes[i].is_none() {
+        if self.thread_states[i].is_none() {
             let (tid, name, registered) = {
                 let list = self.threads.list.lock();
                 let b = &list[i];
                 (b.tid, b.name.clone(), b.registered)
             };
             feed(&mut self.sinks, &Event::ThreadName { thread: tid, name: &name });
-            self.lanes[i] = Some(Lane {
+            self.thread_states[i] = Some(ThreadState {
                 tid,
                 stack: Vec::new(),
                 last_ns: 0,
@@ -338,20 +329,20 @@ impl Writer {
                 gap_from: None,
             });
         }
-        self.lanes[i].as_mut().expect("created above")
+        self.thread_states[i].as_mut().expect("created above")
     }
 
     /// Takes in what arrived from thread `index` as its batch number `seq`.
     fn arrive(&mut self, index: u32, seq: u64, arrival: Arrival) {
-        let _ = self.lane(index);
-        let Some(lane) = self.lanes[index as usize].as_mut() else { return };
-        if seq != lane.next_seq {
-            lane.waiting.insert(seq, arrival);
+        let _ = self.thread_state(index);
+        let Some(state) = self.thread_states[index as usize].as_mut() else { return };
+        if seq != state.next_seq {
+            state.waiting.insert(seq, arrival);
             return;
         }
         let mut next = Some(arrival);
         while let Some(a) = next {
-            lane.next_seq += 1;
+            state.next_seq += 1;
             let until = match a {
                 Arrival::Records { mut batch, until, bytes } => {
                     if batch.raws.is_empty() {
@@ -359,18 +350,18 @@ impl Writer {
                         let _ = self.recycle.try_send(batch);
                         self.threads.handoff.released(bytes);
                     } else {
-                        lane.queue.push_back(Item::Records { batch, next: 0, bytes });
+                        state.queue.push_back(Item::Records { batch, next: 0, bytes });
                     }
                     until
                 }
                 Arrival::Gap { from, until } => {
-                    lane.queue.push_back(Item::Gap { from });
+                    state.queue.push_back(Item::Gap { from });
                     until
                 }
                 Arrival::Mark { until } => until,
             };
-            lane.known_until = lane.known_until.max(until);
-            next = lane.waiting.remove(&lane.next_seq);
+            state.known_until = state.known_until.max(until);
+            next = state.waiting.remove(&state.next_seq);
         }
     }
 
@@ -392,8 +383,8 @@ impl Writer {
     fn watermark(&self) -> u64 {
         let list = self.threads.list.lock();
         list.iter()
-            .map(|b| match self.lanes.get(b.index as usize).and_then(Option::as_ref) {
-                Some(lane) => lane.known_until,
+            .map(|b| match self.thread_states.get(b.index as usize).and_then(Option::as_ref) {
+                Some(state) => state.known_until,
                 None => b.registered,
             })
             .min()
@@ -402,7 +393,7 @@ impl Writer {
 
     /// Applies every record that can be put in order now; if a thread holds
     /// the merge back, takes its partial batch and tries again: every thread
-    /// that holds it back at once, with one barrier for them all.
+    /// that holds it back at once.
     fn advance(&mut self) {
         self.drain(self.watermark());
         // While batches wait in the channel, they may be what holds the merge
@@ -415,8 +406,8 @@ impl Writer {
         let behind: Vec<Arc<ThreadBuf>> = {
             let list = self.threads.list.lock();
             list.iter()
-                .filter(|b| match self.lanes.get(b.index as usize).and_then(Option::as_ref) {
-                    Some(lane) => lane.known_until < head && lane.waiting.is_empty(),
+                .filter(|b| match self.thread_states.get(b.index as usize).and_then(Option::as_ref) {
+                    Some(state) => state.known_until < head && state.waiting.is_empty(),
                     None => b.registered < head,
                 })
                 .cloned()
@@ -426,7 +417,7 @@ impl Writer {
             return;
         }
         let handoff = &self.threads.handoff;
-        let taken = buffer::steal_all(&behind, &self.threads.stamps, || handoff.first_batch());
+        let taken = buffer::steal_all(&behind, &self.threads.clock, || handoff.first_batch());
         for (buf, taken) in behind.iter().zip(taken) {
             if let Some(taken) = taken {
                 self.taken(buf.index, taken);
@@ -441,7 +432,7 @@ impl Writer {
 
     /// The least stamp of any thread's next record.
     fn least_head(&self) -> Option<u64> {
-        self.lanes.iter().flatten().filter_map(|l| l.queue.front()).map(|i| i.head().0).min()
+        self.thread_states.iter().flatten().filter_map(|l| l.queue.front()).map(|i| i.head().0).min()
     }
 
     /// Applies, in order of their stamps, every record stamped up to `limit`.
@@ -452,8 +443,8 @@ impl Writer {
             // go first.
             let mut best: Option<(usize, (u64, Kind))> = None;
             let mut second: Option<(u64, Kind)> = None;
-            for (i, lane) in self.lanes.iter().enumerate() {
-                let Some(head) = lane.as_ref().and_then(|l| l.queue.front()).map(Item::head) else {
+            for (i, state) in self.thread_states.iter().enumerate() {
+                let Some(head) = state.as_ref().and_then(|l| l.queue.front()).map(Item::head) else {
                     continue;
                 };
                 match best {
@@ -474,28 +465,28 @@ impl Writer {
                 Some(s) if s.0 <= limit => s,
                 _ => (limit, Kind::Close),
             };
-            self.run_lane(i, bound);
+            self.run_thread(i, bound);
         }
     }
 
     /// Applies thread `i`'s records while they come at or before `bound`.
-    fn run_lane(&mut self, i: usize, bound: (u64, Kind)) {
+    fn run_thread(&mut self, i: usize, bound: (u64, Kind)) {
         loop {
-            let Some(item) = self.lanes[i].as_mut().and_then(|l| l.queue.pop_front()) else { return };
+            let Some(item) = self.thread_states[i].as_mut().and_then(|l| l.queue.pop_front()) else { return };
             match item {
                 Item::Gap { from } => {
-                    let Some(lane) = self.lanes[i].as_mut() else { return };
+                    let Some(state) = self.thread_states[i].as_mut() else { return };
                     if (from, Kind::NewSpan) > bound {
-                        lane.queue.push_front(Item::Gap { from });
+                        state.queue.push_front(Item::Gap { from });
                         return;
                     }
-                    if !lane.stack.is_empty() {
-                        lane.gap_from = Some(from);
+                    if !state.stack.is_empty() {
+                        state.gap_from = Some(from);
                     }
                 }
                 Item::Records { batch, mut next, bytes } => {
-                    // Out of its lane while it is applied, so that a record can
-                    // reach every lane's slices.
+                    // Out of its thread's queue while it is applied, so that a record can
+                    // reach every thread's slices.
                     while let Some(raw) = batch.raws.get(next) {
                         if (raw.ts, raw.kind) > bound {
                             break;
@@ -520,8 +511,8 @@ impl Writer {
                         next += 1;
                     }
                     if next < batch.raws.len() {
-                        if let Some(lane) = self.lanes[i].as_mut() {
-                            lane.queue.push_front(Item::Records { batch, next, bytes });
+                        if let Some(state) = self.thread_states[i].as_mut() {
+                            state.queue.push_front(Item::Records { batch, next, bytes });
                         }
                         return;
                     }
@@ -537,16 +528,16 @@ impl Writer {
     /// The monotonic time of a record of thread `i` stamped `stamp`.
     #[inline]
     fn time(&mut self, i: usize, stamp: u64) -> u64 {
-        let base = self.threads.stamps.base_mono_ns;
-        match self.lanes[i].as_mut() {
-            Some(l) => lane_time(self.anchors.as_ref(), base, l, stamp),
+        let base = self.threads.clock.base_mono_ns;
+        match self.thread_states[i].as_mut() {
+            Some(l) => thread_time(self.anchors.as_ref(), base, l, stamp),
             None => self.anchors.as_ref().map_or(base + stamp, |a| a.ns(stamp)),
         }
     }
 
     /// Ends `open` at `ts`; `end_cpu` is the thread CPU clock at its exit
     /// (`None` for a span the writer closes itself).
-    fn end_slice(&mut self, tid: Tid, open: Open, ts: u64, unclosed: bool, end_cpu: Option<u64>) {
+    fn end_slice(&mut self, tid: Tid, open: OpenSlice, ts: u64, unclosed: bool, end_cpu: Option<u64>) {
         let [a, b] = &mut self.scratch;
         let mut all = a.take();
         borrow_fields(&mut all, open.own.as_ref().or_else(|| self.spans.get(&open.id)));
@@ -560,7 +551,7 @@ impl Writer {
             fields: &all,
             recorded: &recorded,
             unclosed,
-            cpu: open.begin_cpu.zip(end_cpu).map(|(begin_ns, end_ns)| ThreadCpu { begin_ns, end_ns }),
+            cpu: open.begin_cpu.zip(end_cpu).map(|(begin_ns, end_ns)| ThreadCpu::new(begin_ns, end_ns)),
         };
         feed(&mut self.sinks, &event);
         a.put(all);
@@ -584,12 +575,12 @@ impl Writer {
 
     /// Makes the fields of span `id` (from creation and later records) an
     /// entry of the span table: a span in its first piece keeps them in its
-    /// open slice ([`Open::own`]) until it may be entered again.
+    /// open slice ([`OpenSlice::own`]) until it may be entered again.
     fn table_entry(&mut self, id: u64) {
         if self.spans.contains_key(&id) {
             return;
         }
-        let found = self.lanes.iter_mut().flatten().find_map(|l| {
+        let found = self.thread_states.iter_mut().flatten().find_map(|l| {
             let tid = l.tid;
             l.stack.iter_mut().find(|o| o.id == id && o.own.is_some()).map(|o| (tid, o))
         });
@@ -597,7 +588,7 @@ impl Writer {
         let Some(own) = open.own.take() else { return };
         let (meta, begin_ts) = (open.meta, open.begin_ts);
         // Its first piece, noted now that there is a second.
-        self.pieces.first_piece(id, meta, tid, begin_ts);
+        self.span_lives.first_piece(id, meta, tid, begin_ts);
         self.spans.insert(id, own);
     }
 
@@ -624,8 +615,8 @@ impl Writer {
                     }
                 }
                 // A span may be open on any thread; its slices there get the values too.
-                for lane in self.lanes.iter_mut().flatten() {
-                    for open in lane.stack.iter_mut().filter(|o| o.id == raw.id) {
+                for state in self.thread_states.iter_mut().flatten() {
+                    for open in state.stack.iter_mut().filter(|o| o.id == raw.id) {
                         for f in raw_fields {
                             open.recorded.get_or_insert_with(Default::default).set(f.name, batch, &f.value);
                             if let Some(own) = open.own.as_mut() {
@@ -638,21 +629,29 @@ impl Writer {
             Kind::NewEnter | Kind::NewEnterCpu => {
                 let Some(meta) = raw.meta else { return };
                 let ts = self.time(i, raw.ts);
-                let Some(tid) = self.lanes[i].as_ref().map(|l| l.tid) else { return };
-                self.pieces.arrivals(&mut self.sinks, i, tid, raw.id, ts);
+                let Some(tid) = self.thread_states[i].as_ref().map(|l| l.tid) else { return };
+                self.span_lives.arrivals(&mut self.sinks, i, tid, raw.id, ts);
                 let mut own = self.spare.pop().unwrap_or_default();
                 own.extend(batch, raw_fields);
-                self.begin(i, tid, raw.id, meta, ts, batch.thread_cpu_ns(raw), Some(own));
+                let begin_cpu = batch.thread_cpu_ns(raw);
+                let open =
+                    OpenSlice { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own: Some(own) };
+                self.begin(i, tid, open);
             }
             Kind::Enter => {
                 let Some(meta) = raw.meta else { return };
                 let ts = self.time(i, raw.ts);
-                let Some(tid) = self.lanes[i].as_ref().map(|l| l.tid) else { return };
+                let Some(tid) = self.thread_states[i].as_ref().map(|l| l.tid) else { return };
                 // Entered while its first piece runs on another thread: that
-                // piece hands its fields to the table, and its life to `pieces`.
+                // piece hands its fields to the table, and its life to `span_lives`.
                 self.table_entry(raw.id);
-                self.pieces.enter(&mut self.sinks, i, tid, raw.id, meta, ts);
-                self.begin(i, tid, raw.id, meta, ts, raw.thread_cpu_ns(), None);
+                self.span_lives.enter(&mut self.sinks, i, tid, raw.id, meta, ts);
+                let begin_cpu = raw.thread_cpu_ns();
+                self.begin(
+                    i,
+                    tid,
+                    OpenSlice { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own: None },
+                );
             }
             Kind::Exit | Kind::ExitClose => {
                 let ts = self.time(i, raw.ts);
@@ -668,20 +667,20 @@ impl Writer {
             Kind::Follows => {
                 let ts = self.time(i, raw.ts);
                 if let Some(crate::record::RawValue::U64(origin)) = raw_fields.first().map(|f| f.value) {
-                    self.pieces.follows(&mut self.sinks, &self.lanes, raw.id, origin, ts);
+                    self.span_lives.follows(&mut self.sinks, &self.thread_states, raw.id, origin, ts);
                 }
             }
             Kind::FlowOut => {
                 let ts = self.time(i, raw.ts);
-                let Some(lane) = self.lanes[i].as_ref() else { return };
-                let (tid, open) = (lane.tid, !lane.stack.is_empty());
-                self.pieces.spawn(&mut self.sinks, tid, open, raw.id, ts);
+                let Some(state) = self.thread_states[i].as_ref() else { return };
+                let (tid, open) = (state.tid, !state.stack.is_empty());
+                self.span_lives.spawn(&mut self.sinks, tid, open, raw.id, ts);
             }
-            Kind::FlowIn => self.pieces.helper(i, raw.id),
+            Kind::FlowIn => self.span_lives.helper(i, raw.id),
             Kind::Event => {
                 let Some(meta) = raw.meta else { return };
                 let ts = self.time(i, raw.ts);
-                let Some(tid) = self.lanes[i].as_ref().map(|l| l.tid) else { return };
+                let Some(tid) = self.thread_states[i].as_ref().map(|l| l.tid) else { return };
                 let scratch = &mut self.scratch[0];
                 let mut fields = scratch.take();
                 fields.extend(
@@ -703,17 +702,17 @@ impl Writer {
     #[inline]
     fn leaf(&mut self, i: usize, batch: &Batch, enter: &Raw, close: &Raw) -> bool {
         let Some(meta) = enter.meta else { return false };
-        let base = self.threads.stamps.base_mono_ns;
-        let Some(lane) = self.lanes[i].as_mut() else { return false };
+        let base = self.threads.clock.base_mono_ns;
+        let Some(state) = self.thread_states[i].as_mut() else { return false };
         // With one lookup of the thread.
-        let begin_ts = lane_time(self.anchors.as_ref(), base, lane, enter.ts);
-        let ts = lane_time(self.anchors.as_ref(), base, lane, close.ts);
-        let tid = lane.tid;
+        let begin_ts = thread_time(self.anchors.as_ref(), base, state, enter.ts);
+        let ts = thread_time(self.anchors.as_ref(), base, state, close.ts);
+        let tid = state.tid;
         // As the exit of a slice that leaves the stack empty does.
-        if lane.stack.is_empty() {
-            lane.gap_from = None;
+        if state.stack.is_empty() {
+            state.gap_from = None;
         }
-        self.pieces.arrivals(&mut self.sinks, i, tid, enter.id, begin_ts);
+        self.span_lives.arrivals(&mut self.sinks, i, tid, enter.id, begin_ts);
         let scratch = &mut self.scratch[0];
         let mut fields = scratch.take();
         fields.extend(
@@ -724,7 +723,7 @@ impl Writer {
         let begin =
             Event::SpanBegin { thread: tid, ts: begin_ts, site, fields: &fields, thread_cpu_ns: begin_cpu };
         let cpu =
-            begin_cpu.zip(close.thread_cpu_ns()).map(|(begin_ns, end_ns)| ThreadCpu { begin_ns, end_ns });
+            begin_cpu.zip(close.thread_cpu_ns()).map(|(begin_ns, end_ns)| ThreadCpu::new(begin_ns, end_ns));
         let end = Event::SpanEnd {
             thread: tid,
             ts,
@@ -735,45 +734,30 @@ impl Writer {
             unclosed: false,
             cpu,
         };
-        // One call a sink: both events for those that read begins.
-        for (s, &both) in self.sinks.iter_mut().zip(&self.wants_begins) {
-            match both {
-                true => s.call(|sink, out| sink.leaf_span(&begin, &end, out)),
-                false => s.call(|sink, out| sink.event(&end, out)),
-            }
-        }
+        feed(&mut self.sinks, &begin);
+        feed(&mut self.sinks, &end);
         scratch.put(fields);
         true
     }
 
-    /// Begins a slice of span `id` on thread `i` (`tid`) at `ts`, with the
-    /// span's fields from `own` (its first piece) or else from the table.
-    #[allow(clippy::too_many_arguments)]
+    /// Begins `open`, a slice on thread `i` (`tid`), with the span's fields
+    /// from its own (its first piece) or else from the table.
     #[inline]
-    fn begin(
-        &mut self,
-        i: usize,
-        tid: Tid,
-        id: u64,
-        meta: &'static Metadata<'static>,
-        ts: u64,
-        begin_cpu: Option<u64>,
-        own: Option<SpanFields>,
-    ) {
+    fn begin(&mut self, i: usize, tid: Tid, open: OpenSlice) {
         let scratch = &mut self.scratch[0];
         let mut fields = scratch.take();
-        borrow_fields(&mut fields, own.as_ref().or_else(|| self.spans.get(&id)));
-        let site = Site::of(meta);
-        let event = Event::SpanBegin { thread: tid, ts, site, fields: &fields, thread_cpu_ns: begin_cpu };
-        for &k in &self.begins {
-            if let Some(s) = self.sinks.get_mut(k) {
-                s.call(|sink, out| sink.event(&event, out));
-            }
-        }
+        borrow_fields(&mut fields, open.own.as_ref().or_else(|| self.spans.get(&open.id)));
+        let event = Event::SpanBegin {
+            thread: tid,
+            ts: open.begin_ts,
+            site: Site::of(open.meta),
+            fields: &fields,
+            thread_cpu_ns: open.begin_cpu,
+        };
+        feed(&mut self.sinks, &event);
         scratch.put(fields);
-        let recorded = None;
-        if let Some(lane) = self.lanes[i].as_mut() {
-            lane.stack.push(Open { id, begin_ts: ts, meta, recorded, begin_cpu, own });
+        if let Some(state) = self.thread_states[i].as_mut() {
+            state.stack.push(open);
         }
     }
 
@@ -781,29 +765,29 @@ impl Writer {
     /// came with the exit. Returns whether the span was closed here, which it
     /// is only when a slice of it was open on the thread.
     fn exit(&mut self, i: usize, raw: &Raw, ts: u64, closing: bool) -> bool {
-        let Some(lane) = self.lanes[i].as_mut() else { return false };
-        let tid = lane.tid;
+        let Some(state) = self.thread_states[i].as_mut() else { return false };
+        let tid = state.tid;
         // An exit whose enter was dropped matches nothing: skip it.
-        let Some(pos) = lane.stack.iter().rposition(|o| o.id == raw.id) else { return false };
+        let Some(pos) = state.stack.iter().rposition(|o| o.id == raw.id) else { return false };
         let cpu = raw.thread_cpu_ns();
-        if pos + 1 == lane.stack.len() {
+        if pos + 1 == state.stack.len() {
             // The common case: the innermost span ends.
-            let own = lane.stack.pop();
-            if lane.stack.is_empty() {
-                lane.gap_from = None;
+            let own = state.stack.pop();
+            if state.stack.is_empty() {
+                state.gap_from = None;
             }
             return own.is_some_and(|own| self.end_piece(tid, own, ts, cpu, closing));
         }
         // Spans above the match lost their exits with a dropped batch:
         // end them where the loss began, not here.
-        let gap_ns = lane.gap_from.map(|from| match &self.anchors {
+        let gap_ns = state.gap_from.map(|from| match &self.anchors {
             Some(a) => a.ns(from),
-            None => self.threads.stamps.base_mono_ns + from,
+            None => self.threads.clock.base_mono_ns + from,
         });
-        let above: Vec<Open> = lane.stack.drain(pos + 1..).rev().collect();
-        let own = lane.stack.pop();
-        if lane.stack.is_empty() {
-            lane.gap_from = None;
+        let above: Vec<OpenSlice> = state.stack.drain(pos + 1..).rev().collect();
+        let own = state.stack.pop();
+        if state.stack.is_empty() {
+            state.gap_from = None;
         }
         for mut open in above {
             // Not closed: a later record of it may still need its fields.
@@ -818,7 +802,7 @@ impl Writer {
 
     /// Ends `open`, a piece of a span on `tid`, at `ts`; `closing`: the span
     /// closes with it. Returns `closing`.
-    fn end_piece(&mut self, tid: Tid, mut open: Open, ts: u64, cpu: Option<u64>, closing: bool) -> bool {
+    fn end_piece(&mut self, tid: Tid, mut open: OpenSlice, ts: u64, cpu: Option<u64>, closing: bool) -> bool {
         if closing && open.own.is_some() {
             // Its one and only piece: no table ever knew it.
             self.end_slice(tid, open, ts, false, cpu);
@@ -826,13 +810,13 @@ impl Writer {
         }
         if let Some(own) = open.own.take() {
             // It may be entered again: from now on the tables know it.
-            self.pieces.first_piece(open.id, open.meta, tid, open.begin_ts);
+            self.span_lives.first_piece(open.id, open.meta, tid, open.begin_ts);
             if let Some(old) = self.spans.insert(open.id, own) {
                 self.reuse(old);
             }
         }
         let id = open.id;
-        self.pieces.exit(id, tid, open.begin_ts, ts);
+        self.span_lives.exit(id, tid, open.begin_ts, ts);
         self.end_slice(tid, open, ts, false, cpu);
         if closing {
             self.close_span(id, ts);
@@ -843,7 +827,7 @@ impl Writer {
     /// Span `id` closed at `ts`: its whole life goes out if it ran in pieces,
     /// and the tables forget it.
     fn close_span(&mut self, id: u64, ts: u64) {
-        self.pieces.close(&mut self.sinks, &self.spans, id, ts);
+        self.span_lives.close(&mut self.sinks, &self.spans, id, ts);
         if let Some(old) = self.spans.remove(&id) {
             self.reuse(old);
         }
@@ -928,18 +912,18 @@ impl Writer {
         }
         self.drain(u64::MAX);
         // No record's time is after the end, whichever clock stamped it.
-        let last = self.lanes.iter().flatten().map(|l| l.last_ns).max().unwrap_or(0);
-        let end_ns = (self.threads.stamps.base_mono_ns + end_rel).max(last);
-        for i in 0..self.lanes.len() {
-            let Some(lane) = self.lanes[i].as_mut() else { continue };
-            let tid = lane.tid;
-            let open: Vec<Open> = lane.stack.drain(..).rev().collect();
+        let last = self.thread_states.iter().flatten().map(|l| l.last_ns).max().unwrap_or(0);
+        let end_ns = (self.threads.clock.base_mono_ns + end_rel).max(last);
+        for i in 0..self.thread_states.len() {
+            let Some(state) = self.thread_states[i].as_mut() else { continue };
+            let tid = state.tid;
+            let open: Vec<OpenSlice> = state.stack.drain(..).rev().collect();
             for o in open {
                 self.unclosed += 1;
                 self.end_slice(tid, o, end_ns, true, None);
             }
         }
-        self.pieces.finish(&mut self.sinks, &self.spans, end_ns);
+        self.span_lives.finish(&mut self.sinks, &self.spans, end_ns);
         let dropped = self.threads.handoff.dropped.load(Ordering::Relaxed);
         let unclosed_spans = self.unclosed;
         let mut files: Vec<FileStatus> = Vec::with_capacity(self.sinks.len());
@@ -974,7 +958,7 @@ pub(crate) struct Pending {
 /// A short command (a few hundred records on each thread) never fills a batch,
 /// so nothing is sent before the capture finishes: its records are then turned
 /// into events on the finishing thread, which saves the thread's start and
-/// exit (about 55 µs, a third of a short capture's fixed cost). Otherwise the
+/// exit. Otherwise the
 /// first thread to hand a batch over starts the writer thread. If the thread
 /// cannot be started, the batches wait in the channel (up to the memory
 /// budget; past it they are dropped and counted) and the finish processes them.
@@ -1100,7 +1084,7 @@ fn run(threads: Arc<Threads>, p: Pending) -> Outcome {
                 }
             }
             // Every sender is gone without a finish: end at the last moment we know.
-            Err(_) => break (w.threads.stamps.rel_now(), Resources::default()),
+            Err(_) => break (w.threads.clock.rel_now(), Resources::default()),
         }
     };
     w.finish(&rx, end_rel, resources)
@@ -1138,48 +1122,24 @@ mod leaf_tests {
 
     use crate::{Config, Event, Finish, Session, Sink};
 
-    /// Writes down each event as `call:kind:name`; with `own_leaf`, takes
-    /// leaf spans through its own [`Sink::leaf_span`].
-    struct Log {
-        own_leaf: bool,
-        lines: Arc<Mutex<Vec<String>>>,
-    }
-
-    impl Log {
-        fn note(&self, call: &str, event: &Event<'_>) {
-            let what = match event {
-                Event::SpanBegin { site, .. } => format!("begin:{}", site.name),
-                Event::SpanEnd { site, fields, .. } => format!("end:{}:{}", site.name, fields.len()),
-                Event::Instant { site, .. } => format!("instant:{}", site.name),
-                _ => return,
-            };
-            self.lines.lock().unwrap().push(format!("{call}:{what}"));
-        }
-    }
+    /// Writes down each event as `kind:name`.
+    struct Log(Arc<Mutex<Vec<String>>>);
 
     impl Sink for Log {
         fn name(&self) -> &'static str {
             "log"
         }
         fn suffix(&self) -> &'static str {
-            if self.own_leaf {
-                "leaf.txt"
-            } else {
-                "plain.txt"
-            }
+            "log.txt"
         }
         fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
-            self.note("event", event);
-            Ok(())
-        }
-        fn leaf_span(&mut self, begin: &Event<'_>, end: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
-            if !self.own_leaf {
-                self.note("event", begin);
-                self.note("event", end);
-                return Ok(());
-            }
-            self.note("leaf", begin);
-            self.note("leaf", end);
+            let what = match event {
+                Event::SpanBegin { site, fields, .. } => format!("begin:{}:{}", site.name, fields.len()),
+                Event::SpanEnd { site, fields, .. } => format!("end:{}:{}", site.name, fields.len()),
+                Event::Instant { .. } => "instant".to_string(),
+                _ => return Ok(()),
+            };
+            self.0.lock().unwrap().push(what);
             Ok(())
         }
         fn finish(&mut self, _end: &Finish<'_>, _out: &mut dyn Write) -> io::Result<()> {
@@ -1188,17 +1148,13 @@ mod leaf_tests {
     }
 
     #[test]
-    fn a_leaf_span_comes_in_one_call_with_the_events_two_calls_would_give() {
+    fn leaf_spans_and_the_others_reach_a_sink_as_begins_and_ends_in_order_with_their_fields() {
         let dir = tempfile::tempdir().unwrap();
         let config = Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
             .unwrap()
             .unwrap();
-        let (leaf, plain) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
-        let sinks: Vec<Box<dyn Sink>> = vec![
-            Box::new(Log { own_leaf: true, lines: leaf.clone() }),
-            Box::new(Log { own_leaf: false, lines: plain.clone() }),
-        ];
-        let session = Session::start(&config, "leaf", sinks).unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let session = Session::start(&config, "leaf", vec![Box::new(Log(log.clone()))]).unwrap();
         session.in_scope(|| {
             tracing::info_span!("first", a = 1).in_scope(|| ());
             tracing::info_span!("parent").in_scope(|| {
@@ -1210,25 +1166,22 @@ mod leaf_tests {
             twice.in_scope(|| ());
         });
         assert!(session.finish().is_complete());
-        let leaf = leaf.lock().unwrap().clone();
-        let plain = plain.lock().unwrap().clone();
-        // The same events in the same order, however they were called.
-        let strip = |l: &[String]| -> Vec<String> {
-            l.iter().map(|s| s.split_once(':').map_or(s.clone(), |(_, w)| w.to_string())).collect()
-        };
-        assert_eq!(strip(&leaf), strip(&plain));
-        assert!(plain.iter().all(|l| l.starts_with("event:")), "{plain:?}");
-        // Spans with nothing between their begin and end come in one call;
-        // one with a child or an event inside, or in pieces, does not.
-        for name in ["first", "child"] {
-            assert!(leaf.contains(&format!("leaf:begin:{name}")), "{name}: {leaf:?}");
-        }
-        for name in ["parent", "twice", "command"] {
-            assert!(
-                !leaf.iter().any(|l| l.starts_with("leaf:") && l.ends_with(&format!(":{name}"))),
-                "{name}: {leaf:?}"
-            );
-        }
-        assert!(leaf.contains(&"leaf:end:child:2".to_string()), "{leaf:?}");
+        let log = log.lock().unwrap().clone();
+        let expected = [
+            "begin:first:1",
+            "end:first:1",
+            "begin:parent:0",
+            "begin:child:2",
+            "end:child:2",
+            "instant",
+            "end:parent:0",
+            "begin:twice:0",
+            "end:twice:0",
+            "begin:twice:0",
+            "end:twice:0",
+        ];
+        let start = log.iter().position(|l| l == "begin:first:1").expect("the first span");
+        let got: Vec<&str> = log[start..].iter().map(String::as_str).collect();
+        assert_eq!(&got[..expected.len()], &expected, "{log:?}");
     }
 }

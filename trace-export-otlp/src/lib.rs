@@ -13,8 +13,12 @@
 //!   body to `URL/v1/traces` or `URL/v1/metrics`: every line of a trace file
 //!   the `otlp` sink wrote, every line of a metrics file, and the metrics of
 //!   all the summaries given. Protobuf by default, OTLP/JSON with `--json`.
-//! - **Bodies** ([`model`], [`proto`]): the part of the OTLP model these need,
-//!   read from OTLP/JSON and written as OTLP/JSON or protobuf.
+//! - **Bodies** ([`model`], [`proto`]): the OTLP model is `trace-sink-otlp`'s
+//!   (the one its files are written with), read from OTLP/JSON and written as
+//!   OTLP/JSON or protobuf.
+//!
+//! The options ([`Export`]) are plain data: the `cabin-trace` command parses
+//! its arguments into them.
 //!
 //! Failures are an [`ExportError`] naming the file or URL: a receiver that is
 //! down (nothing listening) fails at once; one that does not answer fails after
@@ -27,19 +31,18 @@
 //! # Example
 //!
 //! ```
-//! use clap::Parser;
-//! use trace_export_otlp::ExportArgs;
-//!
-//! #[derive(Parser)]
-//! struct Cli {
-//!     #[command(flatten)]
-//!     export: ExportArgs,
-//! }
+//! use trace_export_otlp::{run, ErrorKind, Export, Labels, MetricsOptions};
 //!
 //! // `cabin-trace export metrics --revision abc123 -o out.json a.timings.json`
-//! let cli = Cli::parse_from(["export", "metrics", "--revision", "abc123", "-o", "out.json", "a.timings.json"]);
-//! assert!(cli.export.command.is_some());
-//! // trace_export_otlp::run(&cli.export) would read a.timings.json and write out.json.
+//! let export = Export::WriteMetrics(MetricsOptions {
+//!     labels: Labels { revision: Some("abc123".into()), ..Labels::default() },
+//!     output: Some("out.json".into()),
+//!     files: vec!["a.timings.json".into()],
+//! });
+//! // There is no a.timings.json here: the error names it.
+//! let e = run(&export).unwrap_err();
+//! assert_eq!(e.kind(), ErrorKind::Read);
+//! assert!(e.to_string().starts_with("a.timings.json: cannot be read"), "{e}");
 //! ```
 //!
 //! # Environment
@@ -70,7 +73,8 @@
 //!   async runtime, well kept. Plain HTTP is what a collector beside a CI job
 //!   listens on; `tls` adds rustls for a remote one, so the usual build
 //!   compiles no cryptography.
-//! - `clap` derives [`ExportArgs`], for the `cabin-trace` command.
+//! - `serde_path_to_error` names the JSON path of what is wrong in a file
+//!   read (`$.resourceSpans[0].scopeSpans[0].spans[3].traceId: ...`).
 //!
 //! This crate is for the command-line tool only: the façade crate does not
 //! depend on it, so a tool linking `cabin-trace` builds none of this.
@@ -93,13 +97,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
 use trace_summary::Timings;
 
 pub use error::{ErrorKind, ExportError};
 pub use metrics::{comparison_metrics, timings_metrics, ComparisonRow, Labels};
 pub use model::{MetricsData, TracesData};
 pub use send::{parse_retry_after, Encoding, Posted, Sender, Signal, RETRYABLE};
+pub use trace_sink_otlp::{parse_key_values, KeyValueError};
 
 /// The default per-request timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -108,89 +112,61 @@ pub const DEFAULT_RETRIES: u32 = 3;
 /// `service.name` of the metrics when `OTEL_SERVICE_NAME` is unset.
 pub const DEFAULT_SERVICE: &str = "cabin-trace";
 
-/// `cabin-trace export`: send files to a collector, or (`export metrics`)
-/// turn summaries into an OTLP metrics file.
-#[derive(Args, Clone, Debug)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct ExportArgs {
-    /// Instead of sending: write metrics.
-    #[command(subcommand)]
-    pub command: Option<ExportCommand>,
-    /// How and where to send.
-    #[command(flatten)]
-    pub send: SendArgs,
+/// What an export is asked to do: the `cabin-trace export` command's
+/// options, parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Export {
+    /// Turn summaries (and comparison reports) into OTLP metrics.
+    WriteMetrics(MetricsOptions),
+    /// Send files to a collector.
+    Send(SendOptions),
 }
 
-/// The subcommands of `export`.
-#[derive(Subcommand, Clone, Debug)]
-pub enum ExportCommand {
-    /// Turn timings.json summaries into OTLP metrics (OTLP/JSON Lines).
-    Metrics(MetricsArgs),
+/// Summaries to write as OTLP metrics (OTLP/JSON Lines).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MetricsOptions {
+    /// The run's labels, on every data point.
+    pub labels: Labels,
+    /// Where to write the metrics (`None`: standard output).
+    pub output: Option<PathBuf>,
+    /// `timings.json` summaries and `cabin-trace compare --format json` reports.
+    pub files: Vec<PathBuf>,
 }
 
-/// The labels every data point carries.
-#[derive(Args, Clone, Debug, Default)]
-pub struct LabelArgs {
-    /// The revision measured (a commit hash), as `vcs.ref.head.revision`.
-    #[arg(long)]
-    pub revision: Option<String>,
-    /// The machine it ran on, as `host.name`.
-    #[arg(long)]
-    pub machine: Option<String>,
-    /// The scenario, as `cabin_trace.scenario`.
-    #[arg(long)]
-    pub scenario: Option<String>,
+/// Files to send, and how.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SendOptions {
+    /// Base URL of the OTLP/HTTP receiver, e.g. `http://127.0.0.1:4318`
+    /// (`None`: the `OTEL_EXPORTER_OTLP_*ENDPOINT` variables).
+    pub endpoint: Option<String>,
+    /// The body's encoding (`None`: `OTEL_EXPORTER_OTLP_PROTOCOL`, else protobuf).
+    pub encoding: Option<Encoding>,
+    /// How long one request may take (`None`: `OTEL_EXPORTER_OTLP_TIMEOUT`,
+    /// else [`DEFAULT_TIMEOUT`]).
+    pub timeout: Option<Duration>,
+    /// Retries on 429, 502, 503 and 504.
+    pub retries: u32,
+    /// Request headers besides those of `OTEL_EXPORTER_OTLP_HEADERS`.
+    pub headers: Vec<(String, String)>,
+    /// The labels of summaries sent as metrics.
+    pub labels: Labels,
+    /// Trace or metrics files in OTLP/JSON Lines (`*.otlp.json`), and
+    /// `*.timings.json` summaries (sent as metrics).
+    pub files: Vec<PathBuf>,
 }
 
-impl LabelArgs {
-    fn labels(&self) -> Labels {
-        Labels {
-            revision: self.revision.clone(),
-            machine: self.machine.clone(),
-            scenario: self.scenario.clone(),
+impl Default for SendOptions {
+    fn default() -> Self {
+        SendOptions {
+            endpoint: None,
+            encoding: None,
+            timeout: None,
+            retries: DEFAULT_RETRIES,
+            headers: Vec::new(),
+            labels: Labels::default(),
+            files: Vec::new(),
         }
     }
-}
-
-/// `export metrics [--revision R] [--machine M] [--scenario S] [-o FILE] FILES...`
-#[derive(Args, Clone, Debug)]
-pub struct MetricsArgs {
-    /// The run's labels.
-    #[command(flatten)]
-    pub labels: LabelArgs,
-    /// Where to write the metrics (default: standard output).
-    #[arg(short, long)]
-    pub output: Option<PathBuf>,
-    /// timings.json summaries.
-    #[arg(required = true)]
-    pub files: Vec<PathBuf>,
-}
-
-/// `export [--endpoint URL] [--json] [--timeout S] [--retries N] [--header K=V]... FILES...`
-#[derive(Args, Clone, Debug, Default)]
-pub struct SendArgs {
-    /// Base URL of the OTLP/HTTP receiver, e.g. http://127.0.0.1:4318
-    /// (default: OTEL_EXPORTER_OTLP_ENDPOINT).
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    /// Send OTLP/JSON instead of protobuf.
-    #[arg(long)]
-    pub json: bool,
-    /// Seconds one request may take (default 10, or OTEL_EXPORTER_OTLP_TIMEOUT).
-    #[arg(long)]
-    pub timeout: Option<f64>,
-    /// Retries on 429, 502, 503 and 504.
-    #[arg(long, default_value_t = DEFAULT_RETRIES)]
-    pub retries: u32,
-    /// An extra request header, `key=value` (repeatable).
-    #[arg(long = "header", value_name = "KEY=VALUE")]
-    pub headers: Vec<String>,
-    /// The labels of summaries sent as metrics.
-    #[command(flatten)]
-    pub labels: LabelArgs,
-    /// Files: trace or metrics files in OTLP/JSON Lines (`*.otlp.json`), and
-    /// timings.json summaries (sent as metrics).
-    pub files: Vec<PathBuf>,
 }
 
 /// What an export did.
@@ -246,22 +222,21 @@ impl std::fmt::Display for Outcome {
     }
 }
 
-/// Runs `export` as the command line asked, reading `OTEL_*` from the
-/// process environment.
-pub fn run(args: &ExportArgs) -> Result<Outcome, ExportError> {
-    run_with_env(args, |name| std::env::var(name).ok())
+/// Runs `export`, reading `OTEL_*` from the process environment.
+pub fn run(export: &Export) -> Result<Outcome, ExportError> {
+    run_with_env(export, |name| std::env::var(name).ok())
 }
 
 /// Like [`run`], reading variables through `env`.
-pub fn run_with_env(args: &ExportArgs, env: impl Fn(&str) -> Option<String>) -> Result<Outcome, ExportError> {
+pub fn run_with_env(export: &Export, env: impl Fn(&str) -> Option<String>) -> Result<Outcome, ExportError> {
     let service = env("OTEL_SERVICE_NAME").filter(|s| !s.trim().is_empty()).unwrap_or(DEFAULT_SERVICE.into());
-    match &args.command {
-        Some(ExportCommand::Metrics(m)) => write_metrics(m, &service),
-        None => send(&args.send, &env, &service),
+    match export {
+        Export::WriteMetrics(options) => write_metrics(options, &service),
+        Export::Send(options) => send(options, &env, &service),
     }
 }
 
-fn write_metrics(args: &MetricsArgs, service: &str) -> Result<Outcome, ExportError> {
+fn write_metrics(args: &MetricsOptions, service: &str) -> Result<Outcome, ExportError> {
     let mut summaries = Vec::new();
     let mut rows = Vec::new();
     for path in &args.files {
@@ -270,13 +245,13 @@ fn write_metrics(args: &MetricsArgs, service: &str) -> Result<Outcome, ExportErr
             None => summaries.push(read_timings(path)?),
         }
     }
-    let labels = args.labels.labels();
-    let mut data = timings_metrics(&summaries, &labels, service);
+    let labels = &args.labels;
+    let mut data = timings_metrics(&summaries, labels, service);
     if !rows.is_empty() {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        let compared = comparison_metrics(&rows, &labels, service, now);
+        let compared = comparison_metrics(&rows, labels, service, now);
         if summaries.is_empty() {
             data = compared;
         } else {
@@ -365,7 +340,7 @@ fn read_otlp_lines(path: &Path) -> Result<Vec<Body>, ExportError> {
         let doc: serde_json::Value = serde_json::from_str(line)
             .map_err(|e| at(format!("not JSON ({e}); expected OTLP/JSON Lines")))?;
         let body = if doc.get("resourceSpans").is_some() {
-            let data = TracesData::from_json(&doc).map_err(at)?;
+            let data = model::traces_from_json(&doc).map_err(at)?;
             Body {
                 signal: Signal::Traces,
                 items: data.span_count(),
@@ -373,7 +348,7 @@ fn read_otlp_lines(path: &Path) -> Result<Vec<Body>, ExportError> {
                 json: line.into(),
             }
         } else if doc.get("resourceMetrics").is_some() {
-            let data = MetricsData::from_json(&doc).map_err(at)?;
+            let data = model::metrics_from_json(&doc).map_err(at)?;
             Body {
                 signal: Signal::Metrics,
                 items: data.point_count(),
@@ -389,7 +364,7 @@ fn read_otlp_lines(path: &Path) -> Result<Vec<Body>, ExportError> {
 }
 
 fn send(
-    args: &SendArgs,
+    args: &SendOptions,
     env: &impl Fn(&str) -> Option<String>,
     service: &str,
 ) -> Result<Outcome, ExportError> {
@@ -418,22 +393,19 @@ fn send(
             .map_err(|e| usage(e.to_string()))?,
         None => Vec::new(),
     };
-    for h in &args.headers {
-        let pair = trace_sink_otlp::parse_key_values("--header", h).map_err(|e| usage(e.to_string()))?;
-        headers.extend(pair);
-    }
+    headers.extend(args.headers.iter().cloned());
     let timeout = match (args.timeout, env("OTEL_EXPORTER_OTLP_TIMEOUT")) {
-        (Some(s), _) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s),
-        (Some(s), _) => return Err(usage(format!("--timeout {s}: expected a positive number of seconds"))),
+        (Some(t), _) => t,
         (None, Some(ms)) => ms.trim().parse::<u64>().map(Duration::from_millis).map_err(|_| {
             usage(format!("OTEL_EXPORTER_OTLP_TIMEOUT=`{ms}`: expected whole milliseconds, e.g. `10000`"))
         })?,
         (None, None) => DEFAULT_TIMEOUT,
     };
-    let encoding = match (args.json, env("OTEL_EXPORTER_OTLP_PROTOCOL").as_deref().map(str::trim)) {
-        (true, _) | (false, Some("http/json")) => Encoding::Json,
-        (false, None | Some("http/protobuf") | Some("")) => Encoding::Protobuf,
-        (false, Some(other)) => {
+    let encoding = match (args.encoding, env("OTEL_EXPORTER_OTLP_PROTOCOL").as_deref().map(str::trim)) {
+        (Some(e), _) => e,
+        (None, Some("http/json")) => Encoding::Json,
+        (None, None | Some("http/protobuf") | Some("")) => Encoding::Protobuf,
+        (None, Some(other)) => {
             return Err(usage(format!(
                 "OTEL_EXPORTER_OTLP_PROTOCOL=`{other}`: expected `http/protobuf` or `http/json` (gRPC is not supported)"
             )))
@@ -451,7 +423,7 @@ fn send(
         }
     }
     if !summaries.is_empty() {
-        let data = timings_metrics(&summaries, &args.labels.labels(), service);
+        let data = timings_metrics(&summaries, &args.labels, service);
         bodies.push(Body {
             signal: Signal::Metrics,
             items: data.point_count(),

@@ -43,10 +43,10 @@ pub struct Labels {
 }
 
 impl Labels {
-    fn attributes(&self, command: Option<&str>) -> Vec<KeyValue> {
+    fn attributes(&self, command: Option<&str>) -> Vec<KeyValue<'static>> {
         let mut out = Vec::new();
         if let Some(c) = command {
-            out.push(KeyValue::str("cabin_trace.command", c));
+            out.push(KeyValue::str("cabin_trace.command", c.to_string()));
         }
         for (key, v) in [
             ("vcs.ref.head.revision", &self.revision),
@@ -54,7 +54,7 @@ impl Labels {
             ("cabin_trace.scenario", &self.scenario),
         ] {
             if let Some(v) = v {
-                out.push(KeyValue::str(key, v.as_str()));
+                out.push(KeyValue::str(key, v.clone()));
             }
         }
         out
@@ -77,26 +77,26 @@ pub struct ComparisonRow {
 
 /// Gathers metrics into one `MetricsData` with one resource.
 struct Builder {
-    metrics: Vec<Metric>,
+    metrics: Vec<Metric<'static>>,
 }
 
 impl Builder {
-    fn gauge(&mut self, name: &str, unit: &str, description: &str, point: NumberDataPoint) {
+    fn gauge(&mut self, name: &str, unit: &str, description: &str, point: NumberDataPoint<'static>) {
         match self.metrics.iter_mut().find(|m| m.name == name) {
             Some(Metric { data: MetricData::Gauge(points), .. }) => points.push(point),
             _ => self.metrics.push(Metric {
-                name: name.to_string(),
-                description: description.to_string(),
-                unit: unit.to_string(),
+                name: name.to_string().into(),
+                description: description.to_string().into(),
+                unit: unit.to_string().into(),
                 data: MetricData::Gauge(vec![point]),
             }),
         }
     }
 
-    fn finish(self, service: &str) -> MetricsData {
+    fn finish(self, service: &str) -> MetricsData<'static> {
         MetricsData {
             resource_metrics: vec![ResourceMetrics {
-                resource: Resource { attributes: vec![KeyValue::str("service.name", service)] },
+                resource: Resource { attributes: vec![KeyValue::str("service.name", service.to_string())] },
                 scope_metrics: vec![ScopeMetrics {
                     scope: Scope { name: SCOPE.into(), version: env!("CARGO_PKG_VERSION").into() },
                     metrics: self.metrics,
@@ -116,13 +116,13 @@ fn count(n: u64) -> Number {
 
 /// The metrics of timings summaries, one `MetricsData` for all of them (one
 /// data point per summary and metric).
-pub fn timings_metrics(summaries: &[Timings], labels: &Labels, service: &str) -> MetricsData {
+pub fn timings_metrics(summaries: &[Timings], labels: &Labels, service: &str) -> MetricsData<'static> {
     let mut b = Builder { metrics: Vec::new() };
     for t in summaries {
         let start = t.start_unix_ms.saturating_mul(1_000_000);
         let time = start.saturating_add(t.wall_us.saturating_mul(1000));
         let base = labels.attributes(Some(&t.command));
-        let point = |value: Number, extra: &[KeyValue]| {
+        let point = |value: Number, extra: &[KeyValue<'static>]| {
             let mut attributes = base.clone();
             attributes.extend_from_slice(extra);
             NumberDataPoint { attributes, start_time_unix_nano: start, time_unix_nano: time, value }
@@ -136,7 +136,7 @@ pub fn timings_metrics(summaries: &[Timings], labels: &Labels, service: &str) ->
                 point(ms(s), &[]),
             );
         }
-        let r = &t.resources;
+        let r = &t.resources.figures;
         for (whose, mode, us) in [
             ("self", "user", r.self_user_us),
             ("self", "system", r.self_system_us),
@@ -161,8 +161,8 @@ pub fn timings_metrics(summaries: &[Timings], labels: &Labels, service: &str) ->
         }
         for s in &t.spans {
             let phase = [
-                KeyValue::str("cabin_trace.phase", s.name.as_str()),
-                KeyValue::str("code.namespace", s.target.as_str()),
+                KeyValue::str("cabin_trace.phase", s.name.clone()),
+                KeyValue::str("code.namespace", s.target.clone()),
             ];
             b.gauge(
                 "cabin_trace.phase.duration",
@@ -173,7 +173,7 @@ pub fn timings_metrics(summaries: &[Timings], labels: &Labels, service: &str) ->
             b.gauge("cabin_trace.phase.count", "{span}", "Spans of a phase", point(count(s.count), &phase));
             for (field, sum) in &s.field_sums {
                 let mut extra = phase.to_vec();
-                extra.push(KeyValue::str("cabin_trace.counter", field.as_str()));
+                extra.push(KeyValue::str("cabin_trace.counter", field.clone()));
                 let value =
                     Number::Int(i64::try_from(*sum).unwrap_or(if *sum < 0 { i64::MIN } else { i64::MAX }));
                 b.gauge(
@@ -197,13 +197,13 @@ pub fn comparison_metrics(
     labels: &Labels,
     service: &str,
     time_unix_nano: u64,
-) -> MetricsData {
+) -> MetricsData<'static> {
     let mut b = Builder { metrics: Vec::new() };
     for row in rows {
         let mut attributes = labels.attributes(None);
-        attributes.push(KeyValue::str("cabin_trace.metric", row.metric.as_str()));
-        attributes.push(KeyValue::str("cabin_trace.verdict", row.verdict.as_str()));
-        attributes.extend(row.attributes.iter().map(|(k, v)| KeyValue::str(k, v.as_str())));
+        attributes.push(KeyValue::str("cabin_trace.metric", row.metric.clone()));
+        attributes.push(KeyValue::str("cabin_trace.verdict", row.verdict.clone()));
+        attributes.extend(row.attributes.iter().map(|(k, v)| KeyValue::str(k.clone(), v.clone())));
         let point = NumberDataPoint {
             attributes,
             start_time_unix_nano: 0,

@@ -26,9 +26,7 @@ pub(crate) struct Root {
 /// A Ninja action of a parent.
 #[derive(Clone, Debug)]
 pub(crate) struct Action {
-    /// The sub-lane's name, e.g. `ninja 3`.
-    pub sublane: String,
-    /// The action's ids in the parent's own file.
+    /// The action's ids in the parent's own file (the same in both formats).
     pub pid: u64,
     pub tid: u64,
     pub begin_ns: u64,
@@ -66,20 +64,12 @@ fn root(capture: &Capture, events: Option<&Vec<Value>>) -> Root {
 
 fn actions(capture: &Capture, events: &[Value]) -> Vec<Action> {
     let pid = u64::from(capture.timings.pid);
-    let names: HashMap<(u64, u64), &str> = events
-        .iter()
-        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
-        .filter_map(|e| Some(((id(e, "pid"), id(e, "tid")), e["args"]["name"].as_str()?)))
-        .collect();
     events
         .iter()
         .filter(|e| e["ph"] == "X" && e["cat"] == NINJA_LANE && id(e, "pid") != pid)
         .map(|e| {
             let (p, t) = (id(e, "pid"), id(e, "tid"));
             Action {
-                sublane: names
-                    .get(&(p, t))
-                    .map_or_else(|| format!("{NINJA_LANE} {}", t.saturating_sub(1)), |n| n.to_string()),
                 pid: p,
                 tid: t,
                 begin_ns: ns(&e["ts"]),
@@ -130,12 +120,6 @@ pub(crate) fn links(family: &[Capture], events: &[Option<Vec<Value>>]) -> Vec<Li
     out
 }
 
-/// The tid a lane's sub-lane gets under its capture's process: the lane's
-/// pid in the capture's own file (unique per lane) times 1000, plus its tid.
-fn lane_tid(pid: u64, tid: u64) -> u64 {
-    pid * 1000 + tid
-}
-
 pub(crate) fn write(
     family: &[Capture],
     events: &[Option<Vec<Value>>],
@@ -169,43 +153,37 @@ pub(crate) fn write(
         };
         for e in evs {
             let epid = id(e, "pid");
-            if epid == pid {
-                put(&mut w, e).map_err(err)?;
-                continue;
-            }
-            // An external lane's event: moved under the capture's process.
-            if e["ph"] == "M" && e["name"] != "thread_name" {
-                continue;
-            }
-            let mut e = e.clone();
-            let tid = id(&e, "tid");
-            if e["ph"] == "X" {
-                if let Some(child) = children.get(&(epid, tid, ns(&e["ts"]))) {
+            // An external lane's action that ran a child of the family names it.
+            let child = (epid != pid && e["ph"] == "X")
+                .then(|| children.get(&(epid, id(e, "tid"), ns(&e["ts"]))))
+                .flatten();
+            match child {
+                Some(child) => {
+                    let mut e = e.clone();
                     if let Some(args) = e["args"].as_object_mut() {
                         args.insert("child_pid".into(), json!(child.timings.pid));
                         args.insert("child_stem".into(), json!(child.timings.stem));
                     }
+                    put(&mut w, &e).map_err(err)?;
                 }
+                None => put(&mut w, e).map_err(err)?,
             }
-            e["pid"] = json!(pid);
-            e["tid"] = json!(lane_tid(epid, tid));
-            put(&mut w, &e).map_err(err)?;
         }
     }
     for (n, link) in links.iter().enumerate() {
         let parent = &family[link.parent];
         let child = &family[link.child];
         let ppid = u64::from(parent.timings.pid);
-        let (tid, ts) = match &link.action {
-            Some(a) => (lane_tid(a.pid, a.tid), link.root.begin_ns.clamp(a.begin_ns, a.end_ns)),
-            None => (link.parent_tid, link.root.begin_ns),
+        let (from, ts) = match &link.action {
+            Some(a) => ((a.pid, a.tid), link.root.begin_ns.clamp(a.begin_ns, a.end_ns)),
+            None => ((ppid, link.parent_tid), link.root.begin_ns),
         };
         let flow = n as u64 + 1;
         let us = |t: u64| t as f64 / 1000.0;
         put(
             &mut w,
             &json!({"name": "spawn", "cat": "family", "ph": "s", "id": flow,
-            "pid": ppid, "tid": tid, "ts": us(ts)}),
+            "pid": from.0, "tid": from.1, "ts": us(ts)}),
         )
         .map_err(err)?;
         put(

@@ -13,7 +13,8 @@
 //! - [`merge`] writes, per family, `family-<trace id>.pftrace`,
 //!   `family-<trace id>.trace.json` and `family-<trace id>.family.json`.
 //!   One process per captured process, with its real pid and name; the
-//!   external lanes (Ninja's actions, tests) under their capture's process.
+//!   external lanes (Ninja's actions, tests) stay processes of their own, as
+//!   each capture wrote them (their pids are derived from their capture's).
 //!   Every capture of one machine is on CLOCK_MONOTONIC already, so no time
 //!   is shifted. (Across machines there is no shared clock: captures of
 //!   another machine would be placed on a clock that is not theirs, so do

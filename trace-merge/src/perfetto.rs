@@ -259,10 +259,6 @@ impl Input {
     fn process_track(&self, pid: u64) -> Option<u64> {
         self.tracks.iter().find(|t| t.pid == Some(pid) && t.tid.is_none()).map(|t| t.uuid)
     }
-
-    fn named_track(&self, name: &str) -> Option<u64> {
-        self.tracks.iter().find(|t| t.pid.is_none() && t.name.as_deref() == Some(name)).map(|t| t.uuid)
-    }
 }
 
 /// Packets to the file, compressed a chunk at a time.
@@ -374,7 +370,7 @@ pub(crate) fn write(family: &[Capture], links: &[Link], path: &Path) -> Result<(
         let ppid = u64::from(family[link.parent].timings.pid);
         let cpid = u64::from(family[link.child].timings.pid);
         let (source, ts) = match &link.action {
-            Some(a) => (parent.named_track(&a.sublane), link.root.begin_ns.clamp(a.begin_ns, a.end_ns)),
+            Some(a) => (parent.thread_track(a.pid, a.tid), link.root.begin_ns.clamp(a.begin_ns, a.end_ns)),
             None => (
                 parent.thread_track(ppid, link.parent_tid).or(parent.process_track(ppid)),
                 link.root.begin_ns,

@@ -88,7 +88,7 @@ pub(crate) fn build(trace_id: &str, family: &[Capture], flows: usize) -> FamilyS
         totals.count += 1;
         totals.wall_us += t.wall_us;
         // A figure the platform does not give (null in the summary) counts as none.
-        let r = &t.resources;
+        let r = &t.resources.figures;
         totals.cpu_us += r.self_user_us.unwrap_or(0) + r.self_system_us.unwrap_or(0);
         totals.children_cpu_us += r.children_user_us.unwrap_or(0) + r.children_system_us.unwrap_or(0);
         totals.peak_rss_kib = totals.peak_rss_kib.max(r.self_max_rss_kib.unwrap_or(0));

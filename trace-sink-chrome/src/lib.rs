@@ -48,8 +48,10 @@
 //!   CPU used from one sample to the next, placed at the first of the two);
 //! - loss is said where a viewer looks: when records were dropped, a
 //!   global instant `trace records dropped (N)` at the finish and a counter
-//!   (`C`) `trace records` whose one series, `dropped`, is 0 at the start and
-//!   N at the finish (the Perfetto UI names it `trace records dropped`); when spans
+//!   (`C`) `trace records dropped` whose one series, `count`, is 0 at the
+//!   start and N at the finish (the Perfetto UI names a JSON counter after
+//!   its event and series, `trace records dropped count`, as it names the
+//!   other counters after their unit); when spans
 //!   were left unclosed, a global instant `trace spans unclosed (N)`.
 //!
 //! Events are encoded into one buffer and handed to the file in pieces of
@@ -133,11 +135,8 @@ pub const NAME: &str = "chrome";
 /// The file name after the stem.
 pub const SUFFIX: &str = "trace.json";
 
-/// Pids of external lanes start above the kernel's largest pid (2^22 on Linux).
-const LANE_PID_BASE: u64 = 1 << 22;
-
 /// An instant's name holds at most this many characters of its message.
-pub const NAME_CHARS: usize = 60;
+pub const NAME_CHARS: usize = trace_core::INSTANT_NAME_CHARS;
 
 /// The category of the sink's own events.
 const OWN_CATEGORY: &str = "cabin_trace";
@@ -152,7 +151,8 @@ pub const CPU_COUNTER: &str = "process CPU usage";
 /// anything was cut (the name then ends with an ellipsis, which counts in
 /// the [`NAME_CHARS`]). `None` for a message with an empty first line.
 ///
-/// The Perfetto sink names its instants by the same rule.
+/// The rule is trace-core's ([`trace_core::instant_name`]), which every sink
+/// follows.
 ///
 /// ```
 /// use trace_sink_chrome::instant_name;
@@ -163,25 +163,7 @@ pub const CPU_COUNTER: &str = "process CPU usage";
 /// assert_eq!(instant_name(&long), Some((&long[..2 * 59], true)));
 /// ```
 pub fn instant_name(message: &str) -> Option<(&str, bool)> {
-    // A byte search: a `char` pattern's searcher cost a short message about
-    // 500 instructions. Both line ends are ASCII, so `end` is a boundary.
-    // One comparison a byte: both line ends are below 0x0e.
-    let end = message.bytes().position(|b| b < 0x0e && (b == b'\n' || b == b'\r')).unwrap_or(message.len());
-    let line = &message[..end];
-    if line.is_empty() {
-        return None;
-    }
-    if line.len() <= NAME_CHARS {
-        // No more characters than bytes: nothing to cut.
-        return Some((line, end < message.len()));
-    }
-    Some(match line.char_indices().nth(NAME_CHARS) {
-        Some(_) => {
-            let end = line.char_indices().nth(NAME_CHARS - 1).map_or(line.len(), |(i, _)| i);
-            (&line[..end], true)
-        }
-        None => (line, line.len() < message.len()),
-    })
+    trace_core::instant_name(message)
 }
 
 /// A number for each level, below 8.
@@ -304,17 +286,17 @@ impl ChromeSink {
             None => {
                 self.lanes.push((lane.lane.to_string(), Vec::new()));
                 let i = self.lanes.len() - 1;
-                let pid = self.pid() + LANE_PID_BASE * (i as u64 + 1);
+                let pid = LaneSlice::lane_pid(self.pid, i);
                 self.out.metadata("process_name", (pid, 0), "name", Some(lane.lane), 0);
                 self.out.metadata("process_sort_index", (pid, 0), "sort_index", None, i as u64 + 1);
                 i
             }
         };
-        let pid = self.pid() + LANE_PID_BASE * (index as u64 + 1);
-        let tid = u64::from(lane.track) + 1;
+        let pid = LaneSlice::lane_pid(self.pid, index);
+        let tid = lane.sub_lane_tid();
         if !self.lanes[index].1.contains(&lane.track) {
             self.lanes[index].1.push(lane.track);
-            let name = format!("{} {}", lane.lane, lane.track);
+            let name = lane.sub_lane_name();
             self.out.metadata("thread_name", (pid, tid), "name", Some(&name), 0);
         }
         (pid, tid)
@@ -384,7 +366,7 @@ impl ChromeSink {
         {
             let b = self.out.timed((CPU_COUNTER, b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), last.ts);
             let mut args = Args::new(b);
-            // Tenths of a percent are as fine as a 1 ms interval resolves.
+            // Already rounded to tenths of a percent.
             let tenths = (percent * 10.0).round() as u64;
             let key = args.key("percent");
             uint(key, tenths / 10);
@@ -399,9 +381,9 @@ impl ChromeSink {
     /// One sample of the dropped-records counter.
     fn dropped_sample(&mut self, ts: u64, count: u64) {
         let pid = self.pid();
-        let b = self.out.timed(("trace records", b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), ts);
+        let b = self.out.timed(("trace records dropped", b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), ts);
         let mut args = Args::new(b);
-        uint(args.key("dropped"), count);
+        uint(args.key("count"), count);
         args.close();
         self.out.close();
     }
@@ -433,11 +415,6 @@ impl Sink for ChromeSink {
             }
         }
         self.out.write_some(out)
-    }
-
-    fn wants_span_begins(&self) -> bool {
-        // A slice is written whole at its end, as one complete (`X`) event.
-        false
     }
 
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
@@ -547,40 +524,6 @@ mod tests {
     use trace_core::{FileStatus, Level};
 
     use super::*;
-
-    /// The rule as first written: split on either line end, count characters.
-    fn instant_name_by_chars(message: &str) -> Option<(&str, bool)> {
-        let line = message.split(['\n', '\r']).next().unwrap_or("");
-        if line.is_empty() {
-            return None;
-        }
-        Some(match line.char_indices().nth(NAME_CHARS) {
-            Some(_) => {
-                let end = line.char_indices().nth(NAME_CHARS - 1).map_or(line.len(), |(i, _)| i);
-                (&line[..end], true)
-            }
-            None => (line, line.len() < message.len()),
-        })
-    }
-
-    #[test]
-    fn an_instant_name_is_what_counting_characters_gives() {
-        let pieces = ["", "a", "é", "€", "🦀", "\n", "\r", "\r\n", " ", "x".repeat(7).leak()];
-        let mut checked = 0;
-        for len in [0usize, 1, 2, 30, 58, 59, 60, 61, 62, 90, 130, 250] {
-            for (i, p) in pieces.iter().enumerate() {
-                for (j, q) in pieces.iter().enumerate() {
-                    // `len` times one piece, with the other before, after or between.
-                    let body: String = std::iter::repeat_n(*p, len).collect();
-                    for m in [format!("{body}{q}"), format!("{q}{body}"), format!("{body}{q}{body}")] {
-                        assert_eq!(instant_name(&m), instant_name_by_chars(&m), "{i} {j} {len}: {m:?}");
-                        checked += 1;
-                    }
-                }
-            }
-        }
-        assert!(checked > 3_000, "{checked}");
-    }
 
     fn run(events: &[Event<'_>], dropped_records: u64) -> Vec<Json> {
         let mut sink = ChromeSink::new();
@@ -722,11 +665,11 @@ mod tests {
         let samples: Vec<(f64, u64)> = out
             .iter()
             .filter(|e| e["ph"] == "C")
-            .map(|e| (e["ts"].as_f64().unwrap(), e["args"]["dropped"].as_u64().unwrap()))
+            .map(|e| (e["ts"].as_f64().unwrap(), e["args"]["count"].as_u64().unwrap()))
             .collect();
         assert_eq!(samples, [(1.0, 0), (9.0, 12)]);
         // The Perfetto UI names a counter track after the event and the series.
-        assert!(out.iter().filter(|e| e["ph"] == "C").all(|e| e["name"] == "trace records"));
+        assert!(out.iter().filter(|e| e["ph"] == "C").all(|e| e["name"] == "trace records dropped"));
         assert!(out.iter().all(|e| e["ph"] != "M" || e["name"] != "trace_dropped_records"));
     }
 
@@ -763,11 +706,12 @@ mod tests {
         );
         let timed: Vec<&Json> = out.iter().filter(|e| e["ph"] != "M").collect();
         let id = |n: u64| json!((42u64 << 24) | n);
+        let local = |n: u64| format!("{:#x}", (42u64 << 24) | n);
         let asyncs = [
-            json!({"name": "compile", "cat": "cabin::build", "ph": "b", "pid": 42, "tid": 7, "ts": 2.0, "id": id(1), "args": {"n": 3}}),
-            json!({"name": "compile", "cat": "cabin::build", "ph": "e", "pid": 42, "tid": 7, "ts": 5.0, "id": id(1)}),
-            json!({"name": "compile", "cat": "cabin::build", "ph": "b", "pid": 42, "tid": 8, "ts": 3.0, "id": id(2)}),
-            json!({"name": "compile", "cat": "cabin::build", "ph": "e", "pid": 42, "tid": 8, "ts": 9.0, "id": id(2), "args": {"unclosed": true}}),
+            json!({"name": "compile", "cat": "cabin::build", "ph": "b", "pid": 42, "tid": 7, "ts": 2.0, "id2": {"local": local(1)}, "args": {"n": 3}}),
+            json!({"name": "compile", "cat": "cabin::build", "ph": "e", "pid": 42, "tid": 7, "ts": 5.0, "id2": {"local": local(1)}}),
+            json!({"name": "compile", "cat": "cabin::build", "ph": "b", "pid": 42, "tid": 8, "ts": 3.0, "id2": {"local": local(2)}}),
+            json!({"name": "compile", "cat": "cabin::build", "ph": "e", "pid": 42, "tid": 8, "ts": 9.0, "id2": {"local": local(2)}, "args": {"unclosed": true}}),
         ];
         assert_eq!(timed[..4], asyncs.iter().collect::<Vec<_>>()[..]);
         let flows = [

@@ -13,8 +13,11 @@ impl ChromeSink {
         (u64::from(self.pid) << 24) | (n & ((1 << 24) - 1))
     }
 
-    /// A span that ran in pieces: an async `b`/`e` pair with an `id` of its
-    /// own, named after the span, its fields as the begin's `args`.
+    /// A span that ran in pieces: an async `b`/`e` pair with an id of its
+    /// own, named after the span, its fields as the begin's `args`. The id is
+    /// the process's (`"id2":{"local":…}`), so that viewers draw the track
+    /// under the process: a plain `"id"` is global to Perfetto's importer,
+    /// whose UI then lists the track apart from every process.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn async_span(
         &mut self,
@@ -28,8 +31,9 @@ impl ChromeSink {
         let (pid, id) = (self.pid(), self.scoped_id(id));
         for (ph, ts) in [(&br#""b""#[..], begin_ts), (br#""e""#, end_ts.max(begin_ts))] {
             let b = self.out.timed((site.name, b""), Some(site.target), ph, (pid, thread), ts);
-            b.extend_from_slice(br#","id":"#);
-            uint(b, id);
+            b.extend_from_slice(br#","id2":{"local":"0x"#);
+            b.extend_from_slice(format!("{id:x}").as_bytes());
+            b.extend_from_slice(br#""}"#);
             let mut args = Args::new(b);
             if ph == br#""b""# {
                 args.fields(fields, &mut self.keys, site.has_static_text());

@@ -81,16 +81,17 @@
 //! Both are read when the sink is built ([`OtlpSink::try_from_env`]), before the
 //! command runs. No feature flags.
 //!
-//! # Why hand-written JSON
+//! # One OTLP model
 //!
-//! The structure is written by hand, as the other sinks do; `serde_json` only
-//! escapes strings and formats doubles. The façade already builds `serde_json`
-//! (for the summary), so this costs no build time, while a serde model of OTLP
-//! (or `opentelemetry-proto`'s, which also builds the OpenTelemetry SDK) would
-//! need custom serialisers for exactly the fields where generic protobuf JSON
-//! is wrong for OTLP: hex ids and 64-bit integers as strings. The tests decode
-//! every line with the official `opentelemetry-proto` Python classes after
-//! checking the hex ids.
+//! [`model`] holds the OTLP data model (traces, and the gauges and sums of
+//! metrics), its text borrowed or owned. The sink builds a [`model::Span`]
+//! from the capture's strings as each span ends and appends it to the current
+//! line with the crate's one OTLP/JSON writer; `trace-export-otlp` reads these
+//! lines into the same types (`serde`, derived on the model), builds its
+//! metrics with them and writes them with the same writer
+//! ([`model::MetricsData::to_json_line`]). The tests decode every line with
+//! the official `opentelemetry-proto` Python classes after checking the hex
+//! ids, and read every line written back into the model.
 //!
 //! # What it does not do
 //!
@@ -102,13 +103,15 @@
 #![deny(missing_docs)]
 
 mod ids;
-mod json;
+mod json_writer;
+pub mod model;
 mod resource;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use trace_core::{Event, Field, Finish, LaneSlice, Sink, Start, Tid, Value};
+use trace_core::{Event, Field, Finish, LaneSlice, Sink, Site, Start, Tid, Value};
 
 pub use ids::{fresh_trace_id, SpanId, TraceId};
 pub use resource::{
@@ -117,7 +120,7 @@ pub use resource::{
 };
 
 use ids::SpanIds;
-use resource::ResourceValue;
+use model::{AnyValue, KeyValue, Resource, Scope, Span, SpanEvent, Status};
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "otlp";
@@ -126,8 +129,6 @@ pub const SUFFIX: &str = "otlp.json";
 /// The instrumentation scope every span is written under.
 pub const SCOPE_NAME: &str = "cabin-trace";
 
-/// `SPAN_KIND_INTERNAL`.
-const KIND_INTERNAL: u8 = 1;
 /// A line is written once this many bytes of spans have built up.
 const LINE_AT: usize = 1 << 20;
 
@@ -154,8 +155,7 @@ impl TraceContext {
 struct Open {
     id: SpanId,
     parent: Option<SpanId>,
-    /// Its span events, encoded and comma-separated.
-    events: Vec<u8>,
+    events: Vec<SpanEvent<'static>>,
 }
 
 /// The OTLP/JSON file sink. See the crate docs for the mapping.
@@ -171,16 +171,14 @@ pub struct OtlpSink {
     root_thread: Option<Tid>,
     root_claimed: bool,
     command: String,
-    /// Wall-clock nanoseconds of `start_ns`.
-    anchor_unix_ns: i128,
-    start_ns: u64,
+    clock: Clock,
     threads: HashMap<Tid, String>,
     open: HashMap<Tid, Vec<Open>>,
     /// Events outside every span while the root is not open.
-    orphans: Vec<u8>,
-    /// `{"resourceSpans":[...,"spans":[`: the start of every line.
-    prefix: Vec<u8>,
-    /// The current line's spans, comma-separated.
+    orphans: Vec<SpanEvent<'static>>,
+    /// The JSON of every line before its spans (the resource and scope).
+    line_head: Vec<u8>,
+    /// The current line's spans: JSON, comma-separated.
     spans: Vec<u8>,
 }
 
@@ -203,12 +201,11 @@ impl OtlpSink {
             root_thread: None,
             root_claimed: false,
             command: String::new(),
-            anchor_unix_ns: 0,
-            start_ns: 0,
+            clock: Clock { anchor_unix_ns: 0, start_ns: 0 },
             threads: HashMap::new(),
             open: HashMap::new(),
             orphans: Vec::new(),
-            prefix: Vec::new(),
+            line_head: Vec::new(),
             spans: Vec::new(),
         }
     }
@@ -243,53 +240,39 @@ impl OtlpSink {
         self.root_id
     }
 
-    fn clock(&self) -> Clock {
-        Clock { anchor_unix_ns: self.anchor_unix_ns, start_ns: self.start_ns }
-    }
-
-    /// Encodes a span event into `events`.
-    fn event_into(
-        events: &mut Vec<u8>,
-        time_unix_ns: u64,
-        site: &trace_core::Site<'_>,
-        fields: &[Field<'_>],
-    ) {
-        let message = fields.iter().find_map(|f| match (f.name, f.value) {
-            ("message", Value::Str(m)) => Some(m),
-            _ => None,
-        });
-        if !events.is_empty() {
-            events.push(b',');
+    /// A span of this trace, without attributes or events yet.
+    fn span<'a>(
+        &self,
+        id: SpanId,
+        parent: Option<SpanId>,
+        name: &'a str,
+        (begin_ns, end_ns): (u64, u64),
+    ) -> Span<'a> {
+        Span {
+            trace_id: self.context.trace_id,
+            span_id: id,
+            trace_state: Cow::Borrowed(""),
+            parent_span_id: parent,
+            name: Cow::Borrowed(name),
+            kind: model::SPAN_KIND_INTERNAL,
+            start_time_unix_nano: self.clock.unix_ns(begin_ns),
+            end_time_unix_nano: self.clock.unix_ns(end_ns),
+            attributes: Vec::new(),
+            events: Vec::new(),
+            status: Some(Status::default()),
         }
-        events.extend_from_slice(br#"{"timeUnixNano":"#);
-        json::quoted_int(events, time_unix_ns);
-        events.extend_from_slice(br#","name":"#);
-        json::string(events, message.unwrap_or(site.name));
-        // The message is the name; every other field is an attribute.
-        let rest = json::pairs(fields).filter(|(name, _)| message.is_none() || *name != "message");
-        let extra =
-            [("code.namespace", Value::Str(site.target)), ("tracing.level", Value::Str(site.level.as_str()))];
-        json::attributes(events, rest.chain(extra));
-        events.push(b'}');
     }
 
-    fn lane(&mut self, slice: &LaneSlice<'_>) {
+    fn lane(&mut self, slice: &LaneSlice<'_>, out: &mut dyn Write) -> io::Result<()> {
         let id = self.ids.next_id();
-        let record = SpanRecord {
-            id,
-            parent: Some(self.root_id),
-            name: slice.name,
-            begin_ns: slice.begin_ns,
-            end_ns: slice.end_ns,
-            fields: slice.fields,
-            events: &[],
-        };
         let extra = [
             ("cabin_trace.lane", Value::Str(slice.lane)),
             ("cabin_trace.track", Value::U64(slice.track.into())),
         ];
-        let clock = self.clock();
-        write_span(&mut self.spans, &self.context.trace_id, clock, &record, extra);
+        let mut span = self.span(id, Some(self.root_id), slice.name, (slice.begin_ns, slice.end_ns));
+        span.attributes = attributes(slice.fields, extra);
+        append(&mut self.spans, &span);
+        self.write_some(out)
     }
 
     /// Writes the current line, if it holds any span.
@@ -298,9 +281,10 @@ impl OtlpSink {
             return Ok(());
         }
         let r = out
-            .write_all(&self.prefix)
+            .write_all(&self.line_head)
             .and_then(|()| out.write_all(&self.spans))
-            .and_then(|()| out.write_all(b"]}]}]}\n"));
+            .and_then(|()| out.write_all(json_writer::TRACES_TAIL))
+            .and_then(|()| out.write_all(b"\n"));
         self.spans.clear();
         r
     }
@@ -311,6 +295,57 @@ impl OtlpSink {
         }
         Ok(())
     }
+}
+
+/// Appends `span` to `spans`, the current line's.
+fn append(spans: &mut Vec<u8>, span: &Span<'_>) {
+    if !spans.is_empty() {
+        spans.push(b',');
+    }
+    json_writer::span(spans, span);
+}
+
+/// A span event at `time_unix_ns`, named by its `message` field (every other
+/// field an attribute), else by its site.
+fn span_event(time_unix_ns: u64, site: &Site<'_>, fields: &[Field<'_>]) -> SpanEvent<'static> {
+    let message = fields.iter().find_map(|f| match (f.name, f.value) {
+        ("message", Value::Str(m)) => Some(m),
+        _ => None,
+    });
+    let rest = fields.iter().filter(|f| message.is_none() || f.name != "message");
+    let extra =
+        [("code.namespace", Value::Str(site.target)), ("tracing.level", Value::Str(site.level.as_str()))];
+    let attributes = rest.map(|f| (f.name, f.value)).chain(extra);
+    SpanEvent {
+        time_unix_nano: time_unix_ns,
+        name: Cow::Owned(message.unwrap_or(site.name).to_string()),
+        attributes: attributes.map(|(key, value)| key_value(key, value).into_owned()).collect(),
+    }
+}
+
+/// `fields`, then `extra`, as OTLP attributes.
+fn attributes<'a>(
+    fields: &[Field<'a>],
+    extra: impl IntoIterator<Item = (&'a str, Value<'a>)>,
+) -> Vec<KeyValue<'a>> {
+    let extra = extra.into_iter().map(|(key, value)| key_value(key, value));
+    fields.iter().map(|f| key_value(f.name, f.value)).chain(extra).collect()
+}
+
+/// A field as an attribute: an unsigned integer past `i64::MAX` stays exact
+/// as a string rather than wrapped or rounded.
+fn key_value<'a>(key: &'a str, value: Value<'a>) -> KeyValue<'a> {
+    let value = match value {
+        Value::I64(n) => AnyValue::Int(n),
+        Value::U64(n) => match i64::try_from(n) {
+            Ok(n) => AnyValue::Int(n),
+            Err(_) => AnyValue::Str(Cow::Owned(n.to_string())),
+        },
+        Value::F64(x) => AnyValue::Double(x),
+        Value::Bool(b) => AnyValue::Bool(b),
+        Value::Str(s) => AnyValue::Str(Cow::Borrowed(s)),
+    };
+    KeyValue { key: Cow::Borrowed(key), value }
 }
 
 /// Places monotonic times on the wall clock.
@@ -328,69 +363,6 @@ impl Clock {
     }
 }
 
-/// Appends one span to `b`, the spans of the current line.
-fn write_span<'a>(
-    b: &mut Vec<u8>,
-    trace_id: &TraceId,
-    clock: Clock,
-    s: &SpanRecord<'a>,
-    extra: impl IntoIterator<Item = (&'a str, Value<'a>)>,
-) {
-    if !b.is_empty() {
-        b.push(b',');
-    }
-    b.extend_from_slice(br#"{"traceId":"#);
-    json::hex(b, trace_id);
-    b.extend_from_slice(br#","spanId":"#);
-    json::hex(b, &s.id);
-    if let Some(parent) = s.parent {
-        b.extend_from_slice(br#","parentSpanId":"#);
-        json::hex(b, &parent);
-    }
-    b.extend_from_slice(br#","name":"#);
-    json::string(b, s.name);
-    b.extend_from_slice(br#","kind":"#);
-    b.push(b'0' + KIND_INTERNAL);
-    b.extend_from_slice(br#","startTimeUnixNano":"#);
-    json::quoted_int(b, clock.unix_ns(s.begin_ns));
-    b.extend_from_slice(br#","endTimeUnixNano":"#);
-    json::quoted_int(b, clock.unix_ns(s.end_ns));
-    json::attributes(b, json::pairs(s.fields).chain(extra));
-    if !s.events.is_empty() {
-        b.extend_from_slice(br#","events":["#);
-        b.extend_from_slice(s.events);
-        b.push(b']');
-    }
-    b.extend_from_slice(br#","status":{"code":0}}"#);
-}
-
-/// What a span is written from.
-struct SpanRecord<'a> {
-    id: SpanId,
-    parent: Option<SpanId>,
-    name: &'a str,
-    begin_ns: u64,
-    end_ns: u64,
-    fields: &'a [Field<'a>],
-    events: &'a [u8],
-}
-
-/// Appends `"resource":{...}` for the attributes.
-fn resource(buf: &mut Vec<u8>, attrs: &[(String, ResourceValue)]) {
-    buf.extend_from_slice(br#""resource":{"attributes":["#);
-    for (i, (k, v)) in attrs.iter().enumerate() {
-        if i > 0 {
-            buf.push(b',');
-        }
-        let v = match v {
-            ResourceValue::Str(s) => Value::Str(s),
-            ResourceValue::Int(n) => Value::I64(*n),
-        };
-        json::key_value(buf, k, &v);
-    }
-    buf.extend_from_slice(b"]}");
-}
-
 impl Sink for OtlpSink {
     fn name(&self) -> &'static str {
         NAME
@@ -402,17 +374,12 @@ impl Sink for OtlpSink {
 
     fn start(&mut self, start: &Start<'_>, _out: &mut dyn Write) -> io::Result<()> {
         self.command = start.command.to_string();
-        self.anchor_unix_ns = i128::from(start.start_unix_ms) * 1_000_000;
-        self.start_ns = start.start_ns;
-        let p = &mut self.prefix;
-        p.clear();
-        p.extend_from_slice(br#"{"resourceSpans":[{"#);
-        resource(p, &self.env.attributes(start));
-        p.extend_from_slice(br#","scopeSpans":[{"scope":{"name":"#);
-        json::string(p, SCOPE_NAME);
-        p.extend_from_slice(br#","version":"#);
-        json::string(p, env!("CARGO_PKG_VERSION"));
-        p.extend_from_slice(br#"},"spans":["#);
+        self.clock =
+            Clock { anchor_unix_ns: i128::from(start.start_unix_ms) * 1_000_000, start_ns: start.start_ns };
+        let resource = Resource { attributes: self.env.attributes(start) };
+        let scope = Scope { name: SCOPE_NAME.into(), version: env!("CARGO_PKG_VERSION").into() };
+        self.line_head.clear();
+        json_writer::traces_head(&mut self.line_head, &resource, &scope);
         self.spans.reserve(64 * 1024);
         Ok(())
     }
@@ -447,15 +414,6 @@ impl Sink for OtlpSink {
                 if open.id == self.root_id {
                     self.root_thread = None;
                 }
-                let record = SpanRecord {
-                    id: open.id,
-                    parent: open.parent,
-                    name: site.name,
-                    begin_ns: begin_ts,
-                    end_ns: ts,
-                    fields,
-                    events: &open.events,
-                };
                 let thread_name = self.threads.get(&thread).map(|n| ("thread.name", Value::Str(n)));
                 let extra = [("thread.id", Value::U64(thread))]
                     .into_iter()
@@ -465,13 +423,15 @@ impl Sink for OtlpSink {
                         ("tracing.level", Value::Str(site.level.as_str())),
                     ])
                     .chain(unclosed.then_some(("cabin_trace.unclosed", Value::Bool(true))));
-                let clock = self.clock();
-                write_span(&mut self.spans, &self.context.trace_id, clock, &record, extra);
+                let mut span = self.span(open.id, open.parent, site.name, (begin_ts, ts));
+                span.attributes = attributes(fields, extra);
+                span.events = open.events;
+                append(&mut self.spans, &span);
             }
             Event::Instant { thread, ts, site, fields, .. } => {
-                let time = self.clock().unix_ns(ts);
+                let event = span_event(self.clock.unix_ns(ts), &site, fields);
                 let root_thread = self.root_thread;
-                let target = match self.open.get_mut(&thread).and_then(|s| s.last_mut()) {
+                let events = match self.open.get_mut(&thread).and_then(|s| s.last_mut()) {
                     Some(open) => &mut open.events,
                     None => match root_thread.and_then(|t| self.open.get_mut(&t)).and_then(|s| s.first_mut())
                     {
@@ -479,9 +439,10 @@ impl Sink for OtlpSink {
                         None => &mut self.orphans,
                     },
                 };
-                Self::event_into(target, time, &site, fields);
+                events.push(event);
+                return Ok(());
             }
-            Event::Lane(ref slice) => self.lane(slice),
+            Event::Lane(ref slice) => return self.lane(slice, out),
             _ => return Ok(()),
         }
         self.write_some(out)
@@ -496,20 +457,11 @@ impl Sink for OtlpSink {
             } else {
                 (self.root_id, self.context.parent_span_id)
             };
-            let orphans = std::mem::take(&mut self.orphans);
-            let command = std::mem::take(&mut self.command);
-            let record = SpanRecord {
-                id,
-                parent,
-                name: &command,
-                begin_ns: self.start_ns,
-                end_ns: end.end_ns.max(self.start_ns),
-                fields: &[],
-                events: &orphans,
-            };
-            let extra = [("cabin_trace.outside_spans", Value::Bool(true))];
-            let clock = self.clock();
-            write_span(&mut self.spans, &self.context.trace_id, clock, &record, extra);
+            let times = (self.clock.start_ns, end.end_ns.max(self.clock.start_ns));
+            let mut span = self.span(id, parent, &self.command, times);
+            span.attributes = vec![key_value("cabin_trace.outside_spans", Value::Bool(true))];
+            span.events = std::mem::take(&mut self.orphans);
+            append(&mut self.spans, &span);
         }
         self.write_line(out)?;
         out.flush()

@@ -3,6 +3,8 @@
 use std::ffi::OsString;
 use std::fmt;
 
+use crate::model::{AnyValue, KeyValue};
+
 /// `OTEL_SERVICE_NAME`: the service name, above everything else.
 pub const SERVICE_NAME_VAR: &str = "OTEL_SERVICE_NAME";
 /// `OTEL_RESOURCE_ATTRIBUTES`: `key=value,key=value`, values percent-encoded.
@@ -158,39 +160,30 @@ impl ResourceEnv {
     /// `OTEL_RESOURCE_ATTRIBUTES` (which replaces a detected attribute of the
     /// same key). `service.name` is `OTEL_SERVICE_NAME`, else the one in
     /// `OTEL_RESOURCE_ATTRIBUTES`, else the captured command.
-    pub(crate) fn attributes(&self, start: &trace_core::Start<'_>) -> Vec<(String, ResourceValue)> {
+    pub(crate) fn attributes(&self, start: &trace_core::Start<'_>) -> Vec<KeyValue<'static>> {
         let from_attrs = self.attributes.iter().find(|(k, _)| k == "service.name").map(|(_, v)| v.clone());
         let service = self.service_name.clone().or(from_attrs).unwrap_or_else(|| start.command.to_string());
-        let mut out: Vec<(String, ResourceValue)> = vec![
-            ("service.name".into(), ResourceValue::Str(service)),
-            ("process.pid".into(), ResourceValue::Int(i64::from(start.pid))),
-        ];
+        let mut out =
+            vec![KeyValue::str("service.name", service), KeyValue::int("process.pid", i64::from(start.pid))];
         if let Some(argv0) = std::env::args_os().next() {
-            out.push(("process.command".into(), ResourceValue::Str(argv0.to_string_lossy().into_owned())));
+            out.push(KeyValue::str("process.command", argv0.to_string_lossy().into_owned()));
         }
         if let Some(host) = host_name() {
-            out.push(("host.name".into(), ResourceValue::Str(host)));
+            out.push(KeyValue::str("host.name", host));
         }
-        out.push(("cabin_trace.command".into(), ResourceValue::Str(start.command.to_string())));
-        out.push(("cabin_trace.stem".into(), ResourceValue::Str(start.stem.to_string())));
+        out.push(KeyValue::str("cabin_trace.command", start.command.to_string()));
+        out.push(KeyValue::str("cabin_trace.stem", start.stem.to_string()));
         for (k, v) in &self.attributes {
             if k == "service.name" {
                 continue;
             }
-            match out.iter_mut().find(|(key, _)| key == k) {
-                Some(slot) => slot.1 = ResourceValue::Str(v.clone()),
-                None => out.push((k.clone(), ResourceValue::Str(v.clone()))),
+            match out.iter_mut().find(|kv| kv.key == *k) {
+                Some(slot) => slot.value = AnyValue::Str(v.clone().into()),
+                None => out.push(KeyValue::str(k.clone(), v.clone())),
             }
         }
         out
     }
-}
-
-/// A resource attribute's value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum ResourceValue {
-    Str(String),
-    Int(i64),
 }
 
 /// The machine's host name, as `uname -n` prints it.
@@ -257,28 +250,28 @@ mod tests {
         ResourceEnv::from_lookup(|n| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.into())).unwrap()
     }
 
-    fn get(attrs: &[(String, ResourceValue)], key: &str) -> Option<ResourceValue> {
-        attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    fn get(attrs: &[KeyValue<'static>], key: &str) -> Option<AnyValue<'static>> {
+        attrs.iter().find(|kv| kv.key == key).map(|kv| kv.value.clone())
     }
 
     #[test]
     fn the_service_name_is_otel_service_name_then_the_resource_attribute_then_the_command() {
-        let s = |v: &str| Some(ResourceValue::Str(v.to_string()));
+        let s = |v: &str| Some(AnyValue::Str(v.to_string().into()));
         assert_eq!(get(&env(&[]).attributes(&start()), "service.name"), s("build"));
         let attrs = env(&[(RESOURCE_ATTRIBUTES_VAR, "service.name=from-attrs")]).attributes(&start());
         assert_eq!(get(&attrs, "service.name"), s("from-attrs"));
         let both = env(&[(RESOURCE_ATTRIBUTES_VAR, "service.name=from-attrs"), (SERVICE_NAME_VAR, "cabin")]);
         let attrs = both.attributes(&start());
         assert_eq!(get(&attrs, "service.name"), s("cabin"));
-        assert_eq!(attrs.iter().filter(|(k, _)| k == "service.name").count(), 1);
+        assert_eq!(attrs.iter().filter(|kv| kv.key == "service.name").count(), 1);
     }
 
     #[test]
     fn resource_attributes_from_the_environment_replace_detected_ones_and_add_their_own() {
         let attrs = env(&[(RESOURCE_ATTRIBUTES_VAR, "host.name=ci-7,team=build")]).attributes(&start());
-        assert_eq!(get(&attrs, "host.name"), Some(ResourceValue::Str("ci-7".into())));
-        assert_eq!(get(&attrs, "team"), Some(ResourceValue::Str("build".into())));
-        assert_eq!(get(&attrs, "process.pid"), Some(ResourceValue::Int(42)));
-        assert_eq!(attrs.iter().filter(|(k, _)| k == "host.name").count(), 1);
+        assert_eq!(get(&attrs, "host.name"), Some(AnyValue::Str("ci-7".into())));
+        assert_eq!(get(&attrs, "team"), Some(AnyValue::Str("build".into())));
+        assert_eq!(get(&attrs, "process.pid"), Some(AnyValue::Int(42)));
+        assert_eq!(attrs.iter().filter(|kv| kv.key == "host.name").count(), 1);
     }
 }

@@ -62,6 +62,10 @@ fn run(sink: &mut OtlpSink, events: &[Event<'_>], end_ns: u64) -> Vec<Json> {
     sink.finish(&finish_at(end_ns), &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.ends_with('\n'));
+    for line in text.lines() {
+        let read: Result<model::TracesData<'_>, _> = serde_json::from_str(line);
+        assert!(read.is_ok(), "the model reads back what the sink wrote: {read:?}");
+    }
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 

@@ -25,6 +25,9 @@ pub(crate) const TYPE_COUNTER: i32 = 4;
 
 /// `CounterDescriptor.Unit.UNIT_COUNT`: a counter of things (dropped records).
 pub(crate) const UNIT_COUNT: i32 = 2;
+/// `TrackDescriptor.SiblingMergeBehavior.SIBLING_MERGE_BEHAVIOR_NONE`: the
+/// track is never merged with a sibling of the same name.
+pub(crate) const SIBLING_MERGE_BEHAVIOR_NONE: i32 = 2;
 /// `CounterDescriptor.Unit.UNIT_TIME_NS`: nanoseconds (thread CPU time).
 pub(crate) const UNIT_TIME_NS: i32 = 1;
 /// `CounterDescriptor.Unit.UNIT_SIZE_BYTES`: bytes (resident memory).
@@ -90,6 +93,8 @@ pub(crate) mod keys {
     pub(crate) const EVENT_NAME: u64 = key(23, WIRE_LEN);
     /// `TrackEvent.counter_value`, int64 (a two-byte key).
     pub(crate) const EVENT_COUNTER_VALUE: u64 = key(30, WIRE_VARINT);
+    /// `TrackEvent.double_counter_value`, double (a two-byte key).
+    pub(crate) const EVENT_DOUBLE_COUNTER_VALUE: u64 = key(44, WIRE_FIXED64);
     /// `TrackEvent.extra_counter_values`, repeated int64, unpacked in the
     /// schema: one key per value.
     pub(crate) const EVENT_EXTRA_COUNTER_VALUES: u64 = key(12, WIRE_VARINT);

@@ -16,8 +16,8 @@
 //! about 750 from the cache (callgrind, the `spans` bench with
 //! `SPANS_EVENTS`).
 
+use trace_core::{instant_name, INSTANT_NAME_CHARS as NAME_CHARS};
 use trace_core::{Field, Level, Site, Value};
-use trace_sink_chrome::{instant_name, NAME_CHARS};
 
 use crate::track_event::{InstantTemplate, SequenceField};
 

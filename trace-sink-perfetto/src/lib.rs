@@ -19,11 +19,12 @@
 //!   begin are annotations of the end (viewers merge them into the slice), and
 //!   a span the capture had to close itself gets `unclosed = true`. A span
 //!   that read the thread CPU clock (`<P>_TRACE_CPU`) samples its thread's
-//!   `thread CPU time` counter track (a child of the thread's track, of the
-//!   built-in type `COUNTER_THREAD_TIME_NS`, absolute nanoseconds) on its
-//!   begin and end (`extra_counter_track_uuids`, `extra_counter_values`),
-//!   which the Perfetto UI shows as the slice's thread duration.
-//!   a span the capture had to close itself gets `unclosed = true`.
+//!   thread-time counter track (a child of the thread's track, of the
+//!   built-in type `COUNTER_THREAD_TIME_NS`, absolute nanoseconds, and with no
+//!   name: the trace processor takes thread times only from the counter it
+//!   names `thread_time` itself) on its begin and end
+//!   (`extra_counter_track_uuids`, `extra_counter_values`), which the Perfetto
+//!   UI shows as the slice's thread duration.
 //! - A span that ran in pieces (entered more than once, or on more than one
 //!   thread: an `.instrument()`ed future, a span moved between threads) also
 //!   gets a track of its own, a child of the process's track named after the
@@ -100,10 +101,11 @@
 //!   beyond the calling thread, and a trace is mostly opened once, on the
 //!   machine that made it. A chunk under 8 KiB (all of a short capture) goes
 //!   to the file uncompressed, as does one that would not shrink.
-//! - An external lane (Ninja's actions, test executables) is a track of its
-//!   own under the process's track (so that the lanes of two captures merged
-//!   into one trace stay apart), named after the lane, with one child track
-//!   per sub-lane (`ninja 0`, `ninja 1`, ...) holding its slices.
+//! - An external lane (Ninja's actions, test executables) is a process of its
+//!   own, named after the lane, under the pid the Chrome JSON gives it too
+//!   ([`trace_core::LaneSlice::lane_pid`]: above the kernel's pids, so that
+//!   the lanes of two captures merged into one trace stay apart), with one
+//!   thread per sub-lane (`ninja 0`, `ninja 1`, ...) holding its slices.
 //! - The process's samples (`<P>_TRACE_SAMPLE`) are two counter tracks of the
 //!   process: [`MEMORY_COUNTER`] (unit bytes: the resident set at each
 //!   sample) and [`CPU_COUNTER`] (unit `%` of one core: the CPU used from one
@@ -290,21 +292,6 @@ impl Sink for PerfettoSink {
         self.other_event(event, out)
     }
 
-    fn leaf_span(&mut self, begin: &Event<'_>, end: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
-        // Both packets in one call: a dispatch and an event's setup less.
-        if let (
-            Some(state),
-            &Event::SpanBegin { thread, ts, ref site, fields, thread_cpu_ns, .. },
-            &Event::SpanEnd { ts: end_ts, recorded, unclosed, cpu, .. },
-        ) = (self.state.as_mut(), begin, end)
-        {
-            state.span_begin(thread, ts, site, fields, thread_cpu_ns, out)?;
-            return state.span_end(thread, end_ts, recorded, site.has_static_text(), unclosed, cpu, out);
-        }
-        self.event(begin, out)?;
-        self.event(end, out)
-    }
-
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
         self.state(out)?.finish(end, out)
     }
@@ -393,59 +380,6 @@ mod tests {
         start.start_ns = 10_000;
         start.filter = "info";
         start
-    }
-
-    #[test]
-    fn a_leaf_span_in_one_call_writes_the_bytes_of_its_two_events() {
-        let other = Site::new("link", "cabin::build", trace_core::Level::DEBUG, None, None);
-        let text = "src/main.c".repeat(20);
-        let fields = [
-            Field { name: "unit", value: Value::Str(&text) },
-            Field { name: "bytes", value: Value::U64(4096) },
-            Field { name: "delta", value: Value::I64(-2) },
-        ];
-        let mut outputs = Vec::new();
-        crate::ids::FIXED_HASH.set(Some(0x1234_5678_9abc_def0));
-        for leaf in [true, false] {
-            let mut sink = PerfettoSink::new();
-            let mut out = Vec::new();
-            sink.start(&test_start(), &mut out).unwrap();
-            for i in 0..600u64 {
-                let (site, fields) = match i % 3 {
-                    0 => (COMPILE, &fields[..]),
-                    1 => (other, &fields[1..2]),
-                    _ => (COMPILE, &fields[..0]),
-                };
-                let (thread, ts) = (7 + i % 2, 20_000 + i * 1_000);
-                let cpu =
-                    (i % 4 == 0).then_some(trace_core::ThreadCpu { begin_ns: i * 10, end_ns: i * 10 + 7 });
-                let thread_cpu_ns = cpu.map(|c| c.begin_ns);
-                let begin = Event::SpanBegin { thread, ts, site, fields, thread_cpu_ns };
-                let end = Event::SpanEnd {
-                    thread,
-                    ts: ts + 500,
-                    begin_ts: ts,
-                    site,
-                    fields,
-                    recorded: &[],
-                    unclosed: false,
-                    cpu,
-                };
-                if leaf {
-                    sink.leaf_span(&begin, &end, &mut out).unwrap();
-                } else {
-                    sink.event(&begin, &mut out).unwrap();
-                    sink.event(&end, &mut out).unwrap();
-                }
-            }
-            let mut end = Finish::default();
-            end.end_ns = 10_000_000;
-            sink.finish(&end, &mut out).unwrap();
-            outputs.push(out);
-        }
-        crate::ids::FIXED_HASH.set(None);
-        assert!(outputs[0].len() > 10_000, "{} bytes", outputs[0].len());
-        assert!(outputs[0] == outputs[1], "the leaf call's bytes differ from the two events'");
     }
 
     #[test]

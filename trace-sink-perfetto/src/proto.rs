@@ -124,6 +124,9 @@ pub(crate) struct TrackDescriptor {
     pub child_ordering: Option<i32>,
     #[prost(int32, optional, tag = "12")]
     pub sibling_order_rank: Option<i32>,
+    /// `SiblingMergeBehavior`.
+    #[prost(int32, optional, tag = "15")]
+    pub sibling_merge_behavior: Option<i32>,
 }
 
 /// `perfetto.protos.CounterDescriptor`: makes a track a counter track.
@@ -183,6 +186,8 @@ pub(crate) struct TrackEvent {
     pub name: Option<String>,
     #[prost(int64, optional, tag = "30")]
     pub counter_value: Option<i64>,
+    #[prost(double, optional, tag = "44")]
+    pub double_counter_value: Option<f64>,
     #[prost(uint64, repeated, packed = "false", tag = "31")]
     pub extra_counter_track_uuids: Vec<u64>,
     /// Deprecated in the schema in favour of `flow_ids`; declared for the rule above.

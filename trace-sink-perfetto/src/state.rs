@@ -6,13 +6,13 @@ use std::io::{self, Write};
 
 use trace_core::{Field, Finish, FlowKind, LaneSlice, ProcessSample, Site, ThreadCpu, Tid, Value};
 // The one naming rule of instants, so that both files name them alike.
-use trace_sink_chrome::instant_name;
+use trace_core::instant_name;
 
 use crate::chunk::Encoder;
 use crate::clock::Timestamps;
 use crate::format::{
-    CHILD_ORDERING_EXPLICIT, COUNTER_THREAD_TIME_NS, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN,
-    TYPE_SLICE_END, UNIT_COUNT, UNIT_SIZE_BYTES, UNIT_TIME_NS,
+    CHILD_ORDERING_EXPLICIT, COUNTER_THREAD_TIME_NS, SIBLING_MERGE_BEHAVIOR_NONE, TYPE_COUNTER, TYPE_INSTANT,
+    TYPE_SLICE_BEGIN, TYPE_SLICE_END, UNIT_COUNT, UNIT_SIZE_BYTES, UNIT_TIME_NS,
 };
 use crate::ids::{Ids, TrackKind};
 use crate::intern::FastHash;
@@ -41,6 +41,8 @@ pub const FAMILY_MARKER: &str = "trace family";
 struct Lane {
     name: String,
     uuid: u64,
+    /// The lane's process id.
+    pid: u64,
     /// `(sub-lane, track uuid)`, in the order they appeared.
     tracks: Vec<(u32, u64)>,
 }
@@ -219,7 +221,10 @@ impl State {
                 TrackDescriptor {
                     uuid: Some(uuid),
                     parent_uuid: Some(track),
-                    name: Some("thread CPU time".to_string()),
+                    // No name: the trace processor fills a slice's thread
+                    // time and duration from an extra counter only when its
+                    // track is the built-in thread-time counter it names
+                    // itself; a name of our own makes it an ordinary counter.
                     counter: Some(CounterDescriptor {
                         r#type: Some(COUNTER_THREAD_TIME_NS),
                         unit: Some(UNIT_TIME_NS),
@@ -319,25 +324,31 @@ impl State {
     }
 
     /// The uuid of the track of `slice`'s sub-lane, declared with its lane's
-    /// track the first time.
+    /// track the first time. A lane is a process of its own (the pid the
+    /// Chrome sink gives it too) and each sub-lane a thread of it, so that the
+    /// trace processor, and the UI, list a lane beside the tool, as they do
+    /// the JSON's.
     fn lane_track(&mut self, slice: &LaneSlice<'_>, out: &mut dyn Write) -> io::Result<u64> {
         let index = match self.lanes.iter().position(|l| l.name == slice.lane) {
             Some(index) => index,
             None => {
                 let index = self.lanes.len();
                 let uuid = self.ids.track(TrackKind::Lane, index as u64);
+                let pid = LaneSlice::lane_pid(u32::try_from(self.pid).unwrap_or(0), index);
                 self.process.describe(
                     &mut self.enc,
                     out,
                     TrackDescriptor {
                         uuid: Some(uuid),
-                        parent_uuid: Some(self.process_track),
-                        name: Some(slice.lane.to_string()),
+                        process: Some(ProcessDescriptor {
+                            pid: Some(i32::try_from(pid).unwrap_or(i32::MAX)),
+                            process_name: Some(slice.lane.to_string()),
+                        }),
                         child_ordering: Some(CHILD_ORDERING_EXPLICIT),
                         ..Default::default()
                     },
                 )?;
-                self.lanes.push(Lane { name: slice.lane.to_string(), uuid, tracks: Vec::new() });
+                self.lanes.push(Lane { name: slice.lane.to_string(), uuid, pid, tracks: Vec::new() });
                 index
             }
         };
@@ -346,7 +357,7 @@ impl State {
             return Ok(uuid);
         }
         let uuid = self.ids.track(TrackKind::SubLane, ((index as u64) << 32) | u64::from(slice.track));
-        let parent = lane.uuid;
+        let (parent, pid) = (lane.uuid, lane.pid);
         lane.tracks.push((slice.track, uuid));
         self.process.describe(
             &mut self.enc,
@@ -354,7 +365,11 @@ impl State {
             TrackDescriptor {
                 uuid: Some(uuid),
                 parent_uuid: Some(parent),
-                name: Some(format!("{} {}", slice.lane, slice.track)),
+                thread: Some(ThreadDescriptor {
+                    pid: Some(i32::try_from(pid).unwrap_or(i32::MAX)),
+                    tid: Some(i64::try_from(slice.sub_lane_tid()).unwrap_or(i64::MAX)),
+                    thread_name: Some(slice.sub_lane_name()),
+                }),
                 sibling_order_rank: Some(i32::try_from(slice.track).unwrap_or(i32::MAX)),
                 ..Default::default()
             },
@@ -521,7 +536,14 @@ impl State {
             self.counter_value(memory, sample.ts, i64::try_from(bytes).unwrap_or(i64::MAX), out)?;
         }
         if let Some((ts, percent)) = last.and_then(|last| Some((last.ts, sample.cpu_percent_since(&last)?))) {
-            self.counter_value(cpu, ts, percent.round() as i64, out)?;
+            let spec = EventSpec {
+                ts,
+                kind: TYPE_COUNTER,
+                track: Some(cpu),
+                double_counter: Some(percent),
+                ..EventSpec::default()
+            };
+            self.process.event(&mut self.enc, out, &spec)?;
         }
         Ok(())
     }
@@ -724,6 +746,11 @@ impl State {
                 uuid: Some(uuid),
                 parent_uuid: Some(self.process_track),
                 name: Some(site.name.to_string()),
+                // Each span in pieces keeps its own track: by default the
+                // trace processor merges sibling tracks of one name whose
+                // slices do not overlap, where the JSON's async ids keep them
+                // apart.
+                sibling_merge_behavior: Some(SIBLING_MERGE_BEHAVIOR_NONE),
                 ..Default::default()
             },
         )?;

@@ -44,6 +44,9 @@ pub(crate) struct EventSpec<'a> {
     pub full_name: Option<(&'a str, bool)>,
     /// `TrackEvent.counter_value`, for a counter event.
     pub counter: Option<i64>,
+    /// `TrackEvent.double_counter_value`, for a counter event whose values
+    /// are not whole (the CPU usage in percent, to tenths).
+    pub double_counter: Option<f64>,
     /// One value of another counter track sampled at this event
     /// (`extra_counter_track_uuids`, `extra_counter_values`): the thread
     /// CPU-time counter on a slice's begin and end.
@@ -89,6 +92,7 @@ impl<'a> EventSpec<'a> {
             extra,
             full_name,
             counter,
+            double_counter,
             extra_counter,
             flow_ids,
             terminating_flow_ids,
@@ -104,6 +108,7 @@ impl<'a> EventSpec<'a> {
             && extra.is_empty()
             && full_name.is_none()
             && counter.is_none()
+            && double_counter.is_none()
     }
 }
 
@@ -516,6 +521,10 @@ pub(crate) fn put_track_event(
         }
         if let Some((track, _)) = spec.extra_counter {
             put_field(r, keys::EVENT_EXTRA_COUNTER_TRACK_UUIDS, track);
+        }
+        if let Some(value) = spec.double_counter {
+            put_varint(r, keys::EVENT_DOUBLE_COUNTER_VALUE);
+            r.extend_from_slice(&value.to_le_bytes());
         }
         for (key, ids) in [
             (keys::EVENT_FLOW_IDS, spec.flow_ids),

@@ -60,6 +60,6 @@ pub use format::{
     FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_NOT_RUN, NINJA_UNAVAILABLE, SINCE_IMAGE_START,
     SINCE_PROCESS_CREATION, SUFFIX,
 };
-pub use model::{Lane, Ninja, Resources, SpanTotals, Timings, TraceFile};
+pub use model::{Lane, Ninja, ResourceSummary, SpanTotals, Timings, TraceFile};
 pub use read::ReadError;
 pub use sink::SummarySink;

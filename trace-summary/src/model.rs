@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use trace_core::Since;
 
 /// The whole report. Every duration is in microseconds and every size in KiB,
 /// as the field names say.
@@ -68,7 +69,7 @@ pub struct Timings {
     /// How many `tracing` events (instants) were recorded.
     pub events: u64,
     /// CPU time and peak memory, stating whose.
-    pub resources: Resources,
+    pub resources: ResourceSummary,
     /// The Ninja actions of the run.
     pub ninja: Ninja,
     /// Other external lanes (such as `tests`), by lane name.
@@ -121,52 +122,80 @@ pub struct SpanTotals {
     pub field_sums: BTreeMap<String, i128>,
 }
 
-/// CPU and memory, each figure stating whose and over what interval. CPU
-/// figures are differences of two readings, so what a process did before it
-/// exec'd the tool is never counted as the tool's; peaks are never summed.
-/// A figure is `null` where the platform does not read it (`missing` says
-/// which).
+/// CPU and memory, each figure stating whose and over what interval:
+/// trace-core's [`trace_core::Resources`], whose docs give each figure, and
+/// what this platform does not read. In the file, one object: the figures
+/// (durations in microseconds, sizes in KiB, as their names say; `null` where
+/// the platform does not read one), then `missing`. CPU figures are
+/// differences of two readings, so what a process did before it exec'd the
+/// tool is never counted as the tool's; peaks are never summed.
+/// `self_max_rss_since` is `image_start` or `process_creation`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Resources {
-    /// User CPU of the tool's process (every thread) during the capture.
-    pub self_user_us: Option<u64>,
-    /// System CPU of the tool's process (every thread) during the capture.
-    pub self_system_us: Option<u64>,
-    /// Peak resident set of the tool's process, since `self_max_rss_since`.
-    pub self_max_rss_kib: Option<u64>,
-    /// What `self_max_rss_kib` counts from: `image_start` (always on Linux,
-    /// where the address space's own high-water mark is read when
-    /// `getrusage`'s may be from before an exec) or `process_creation` (macOS
-    /// after an exec that left a larger peak than the tool reached).
-    pub self_max_rss_since: Option<String>,
-    /// User CPU of the tool from its image start to the capture's start.
-    pub startup_user_us: Option<u64>,
-    /// System CPU of the tool from its image start to the capture's start.
-    pub startup_system_us: Option<u64>,
-    /// User CPU the process had used when the tool's image started: what ran
-    /// in it before an exec (cargo's, under `cargo run`) and the dynamic
-    /// loader. Not the tool's.
-    pub pre_exec_user_us: Option<u64>,
-    /// System CPU the process had used when the tool's image started. Not the tool's.
-    pub pre_exec_system_us: Option<u64>,
-    /// User CPU of every child process the tool's process waited for during
-    /// the capture (with the children those waited for), summed.
-    pub children_user_us: Option<u64>,
-    /// System CPU of the same children, summed.
-    pub children_system_us: Option<u64>,
-    /// How many children the capture's helpers (`run_ninja`, `run_test`,
-    /// `wait_child`) ran and waited for.
-    pub waited_children: Option<u64>,
-    /// User CPU of those children, summed.
-    pub waited_children_user_us: Option<u64>,
-    /// System CPU of those children, summed.
-    pub waited_children_system_us: Option<u64>,
-    /// Peak resident set of the largest of those children (or of a process
-    /// one of them waited for, such as a compiler under Ninja). Not a sum;
-    /// `null` when they were none.
-    pub largest_child_max_rss_kib: Option<u64>,
+pub struct ResourceSummary {
+    /// The capture's figures.
+    #[serde(flatten, with = "ResourcesJson")]
+    pub figures: trace_core::Resources,
     /// What this platform does not read, when some figures are `null` for that reason.
     pub missing: Option<String>,
+}
+
+/// How [`trace_core::Resources`] is written: its fields in its order, under
+/// their own names (serde's remote derive, which checks each name and type
+/// against trace-core's at compile time).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "trace_core::Resources")]
+struct ResourcesJson {
+    self_user_us: Option<u64>,
+    self_system_us: Option<u64>,
+    self_max_rss_kib: Option<u64>,
+    #[serde(with = "since_name")]
+    self_max_rss_since: Option<Since>,
+    startup_user_us: Option<u64>,
+    startup_system_us: Option<u64>,
+    pre_exec_user_us: Option<u64>,
+    pre_exec_system_us: Option<u64>,
+    children_user_us: Option<u64>,
+    children_system_us: Option<u64>,
+    waited_children: Option<u64>,
+    waited_children_user_us: Option<u64>,
+    waited_children_system_us: Option<u64>,
+    largest_child_max_rss_kib: Option<u64>,
+}
+
+/// A [`Since`] as the file names it ([`crate::format::SINCE_IMAGE_START`],
+/// [`crate::format::SINCE_PROCESS_CREATION`]).
+pub(crate) mod since_name {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use trace_core::Since;
+
+    use crate::format::{SINCE_IMAGE_START, SINCE_PROCESS_CREATION};
+
+    /// The name of `since`.
+    pub(crate) fn name(since: Since) -> &'static str {
+        match since {
+            Since::ImageStart => SINCE_IMAGE_START,
+            Since::ProcessCreation => SINCE_PROCESS_CREATION,
+        }
+    }
+
+    pub(crate) fn serialize<S: Serializer>(since: &Option<Since>, s: S) -> Result<S::Ok, S::Error> {
+        match since {
+            Some(since) => s.serialize_some(name(*since)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Since>, D::Error> {
+        match Option::<String>::deserialize(d)?.as_deref() {
+            None => Ok(None),
+            Some(SINCE_IMAGE_START) => Ok(Some(Since::ImageStart)),
+            Some(SINCE_PROCESS_CREATION) => Ok(Some(Since::ProcessCreation)),
+            Some(other) => Err(D::Error::custom(format!(
+                "`{other}`: expected `{SINCE_IMAGE_START}` or `{SINCE_PROCESS_CREATION}`"
+            ))),
+        }
+    }
 }
 
 /// What the capture knows of Ninja's actions in this run.

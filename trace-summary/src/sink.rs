@@ -4,13 +4,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Write};
 
-use trace_core::{Event, Field, Finish, Since, Sink, Start, Value};
+use trace_core::{Event, Field, Finish, Sink, Start, Value};
 
-use crate::format::{
-    FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_UNAVAILABLE, SINCE_IMAGE_START, SINCE_PROCESS_CREATION,
-    SUFFIX,
-};
-use crate::model::{Lane, Ninja, Resources, SpanTotals, Timings, TraceFile};
+use crate::format::{FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_UNAVAILABLE, SUFFIX};
+use crate::model::{Lane, Ninja, ResourceSummary, SpanTotals, Timings, TraceFile};
 
 /// The sum of one integer field: exactly what adding each value in turn to an
 /// `i128`, saturating at its bounds, gives.
@@ -520,11 +517,6 @@ impl Sink for SummarySink {
         Ok(())
     }
 
-    fn wants_span_begins(&self) -> bool {
-        // A span's totals come from its end alone.
-        false
-    }
-
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
         let files: Vec<TraceFile> = end
             .files
@@ -554,13 +546,6 @@ impl Sink for SummarySink {
                 .cmp(&a.total_inclusive_us)
                 .then_with(|| (&a.name, &a.target).cmp(&(&b.name, &b.target)))
         });
-        let r = end.resources;
-        let since = |s: Option<Since>| {
-            s.map(|s| match s {
-                Since::ImageStart => SINCE_IMAGE_START.to_string(),
-                Since::ProcessCreation => SINCE_PROCESS_CREATION.to_string(),
-            })
-        };
         let timings = Timings {
             format_version: FORMAT_VERSION,
             command: self.command.clone(),
@@ -573,7 +558,10 @@ impl Sink for SummarySink {
             parent_span_id: self.parent_span_id.take(),
             wall_us: end.end_ns.saturating_sub(self.start_ns) / 1000,
             startup_us: self.startup_us,
-            startup_since: since(self.startup_us.and(trace_core::os::startup_since())),
+            startup_since: self
+                .startup_us
+                .and(trace_core::os::startup_since())
+                .map(|s| crate::model::since_name::name(s).to_string()),
             startup_resolution_us: trace_core::os::startup_resolution_us(),
             filter: self.filter.clone(),
             trace_complete: end.dropped_records == 0 && files.iter().all(|f| f.complete),
@@ -581,21 +569,8 @@ impl Sink for SummarySink {
             dropped_records: end.dropped_records,
             spans,
             events: self.events,
-            resources: Resources {
-                self_user_us: r.self_user_us,
-                self_system_us: r.self_system_us,
-                self_max_rss_kib: r.self_max_rss_kib,
-                self_max_rss_since: since(r.self_max_rss_since),
-                startup_user_us: r.startup_user_us,
-                startup_system_us: r.startup_system_us,
-                pre_exec_user_us: r.pre_exec_user_us,
-                pre_exec_system_us: r.pre_exec_system_us,
-                children_user_us: r.children_user_us,
-                children_system_us: r.children_system_us,
-                waited_children: r.waited_children,
-                waited_children_user_us: r.waited_children_user_us,
-                waited_children_system_us: r.waited_children_system_us,
-                largest_child_max_rss_kib: r.largest_child_max_rss_kib,
+            resources: ResourceSummary {
+                figures: end.resources,
                 missing: trace_core::os::missing().map(str::to_string),
             },
             ninja: self.ninja.take().unwrap_or_else(Ninja::not_run),

@@ -30,7 +30,7 @@ pub fn render(report: &Report, format: Format) -> String {
 }
 
 /// A value in the metric's unit, for people.
-fn value(kind: Kind, v: f64) -> String {
+pub(crate) fn value(kind: Kind, v: f64) -> String {
     match kind {
         Kind::Time if v.abs() >= 100.0 => format!("{v:.1} ms"),
         Kind::Time => format!("{v:.2} ms"),
@@ -54,12 +54,12 @@ fn p_value(p: f64) -> String {
     }
 }
 
-fn change(row: &Row) -> String {
+pub(crate) fn change(row: &Row) -> String {
     row.change_pct.map_or("-".to_string(), |c| format!("{c:+.1}%"))
 }
 
 /// What the verdict rests on, in one line.
-fn detail(row: &Row, paired: bool) -> String {
+pub(crate) fn detail(row: &Row, paired: bool) -> String {
     let mut parts = Vec::new();
     if let Some((b, h)) = row.work {
         parts.push(if b == h {
@@ -99,11 +99,25 @@ fn detail(row: &Row, paired: bool) -> String {
     parts.join("; ")
 }
 
-fn header(report: &Report) -> String {
-    let rule = if report.paired {
+pub(crate) fn header(report: &Report) -> String {
+    let rule = if let Some(f) = report.family.filter(|_| report.paired) {
+        let size = if f.declared {
+            format!("m={} declared", f.size)
+        } else {
+            format!("m={}, the timed comparisons made", f.size)
+        };
+        let warning = if f.undersized() {
+            format!(
+                "; WARNING: the report makes {} timed comparisons: the level holds over {} rows chosen \
+                 in advance (the gated ones), not over every row",
+                f.timed_comparisons, f.size
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "paired rule (randomized blocks; family of {} at {})",
-            report.options.family_size, report.options.alpha_paired
+            "paired rule (randomized blocks; Bonferroni family of {size}, at {} family-wise{warning})",
+            report.options.alpha_paired
         )
     } else {
         format!("unpaired rule (Mann-Whitney U at {} and the IQR)", report.options.alpha_unpaired)
@@ -180,7 +194,7 @@ fn table(report: &Report) -> String {
 }
 
 /// Report order: what needs attention first.
-fn severity(v: Verdict) -> u8 {
+pub(crate) fn severity(v: Verdict) -> u8 {
     match v {
         Verdict::Regressed | Verdict::RegressionDetected => 1,
         Verdict::Improved | Verdict::ImprovementDetected => 2,

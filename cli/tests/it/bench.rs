@@ -62,6 +62,26 @@ fn an_a_a_run_of_the_same_binary_reports_no_regressed_row() {
             assert_eq!(r["verdict"], "unchanged", "the same work on both sides: {r:#}");
         }
     }
+    // The family is every timed row (time and memory), counted, not declared.
+    let timed = rows.iter().filter(|r| r["kind"] != "work").count();
+    assert_eq!(
+        report["family"],
+        serde_json::json!({"size": timed, "timed_comparisons": timed, "declared": false})
+    );
+    for r in rows.iter().filter(|r| r["kind"] != "work") {
+        assert_eq!(r["paired"]["family_size"], timed, "{r:#}");
+    }
+
+    let samples = dir.path().join("s/samples.json");
+    let samples = samples.to_str().unwrap();
+    let text = stdout(&cabin_trace(&["compare", samples]));
+    assert!(text.contains(&format!("Bonferroni family of m={timed}, the timed comparisons made")), "{text}");
+    let declared = cabin_trace(&["compare", samples, "--family-size", "2"]);
+    let text = stdout(&declared);
+    assert!(text.contains("m=2 declared") && text.contains("WARNING"), "{text}");
+    let gate = cabin_trace(&["compare", samples, "--fail-on-regression", "--gate", "wall,phase:nowhere"]);
+    assert_eq!(gate.status.code(), Some(2), "{}", stderr(&gate));
+    assert!(stderr(&gate).contains("--gate phase:nowhere: not compared"), "{}", stderr(&gate));
 }
 
 #[test]

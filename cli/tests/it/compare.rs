@@ -30,8 +30,9 @@ fn two_hyperfine_exports_get_a_verdict_per_command() {
     assert!(text.contains("== true =="), "{text}");
     let report =
         json(&cabin_trace(&["compare", &fixture("base.json"), &fixture("head.json"), "--format", "json"]));
-    assert_eq!(report["format_version"], 1);
+    assert_eq!(report["format_version"], 2);
     assert_eq!(report["paired"], false);
+    assert_eq!(report["family"], serde_json::Value::Null, "an unpaired report has no family");
     let groups = report["groups"].as_array().unwrap();
     let wall = |g: &serde_json::Value| {
         g["rows"].as_array().unwrap().iter().find(|r| r["metric"] == "wall").unwrap().clone()
@@ -156,6 +157,19 @@ fn two_directories_of_timings_files_are_compared_unpaired_and_a_changed_counter_
     assert_eq!(packages["work"], serde_json::json!([100.0, 200.0]));
     assert_eq!(row(&report, "count:resolve")["verdict"], "unchanged");
     assert_eq!(row(&report, "wall")["base"]["n"], 3);
+
+    // The gate decides on its primary metrics only: wall by default (3 v 3
+    // runs can never reach p < 0.01), the changed counter when asked.
+    let wall = cabin_trace(&["compare", a, b, "--fail-on-regression"]);
+    assert_eq!(wall.status.code(), Some(0), "{}", stderr(&wall));
+    let packages =
+        cabin_trace(&["compare", a, b, "--fail-on-regression", "--gate", "wall,field:resolve.packages"]);
+    assert_eq!(packages.status.code(), Some(1), "{}", stderr(&packages));
+    assert!(
+        stderr(&packages).contains("gate: build: field:resolve.packages: Regressed"),
+        "{}",
+        stderr(&packages)
+    );
 }
 
 #[test]

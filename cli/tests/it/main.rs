@@ -2,6 +2,9 @@
 
 mod bench;
 mod compare;
+mod export;
 mod merge;
+mod open;
+mod report;
 mod summarize;
 mod support;

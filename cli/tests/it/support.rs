@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 /// The workspace root.
 pub fn root() -> PathBuf {
@@ -31,29 +31,32 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// The workspace's `demo` example, of this test's profile: the one `cargo test
-/// --workspace` built, else built now with `cargo build --example demo`.
+/// The workspace's `demo` example, of this test's profile.
 pub fn demo_exe() -> PathBuf {
-    static DEMO: OnceLock<PathBuf> = OnceLock::new();
-    DEMO.get_or_init(|| {
-        // target/<profile>/deps/it-<hash> -> target/<profile>/examples/demo
-        let test_exe = std::env::current_exe().expect("test binary");
-        let profile_dir = test_exe.parent().and_then(Path::parent).expect("profile dir").to_path_buf();
-        let exe = profile_dir.join("examples").join(format!("demo{}", std::env::consts::EXE_SUFFIX));
-        if !exe.exists() {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut c = Command::new(cargo);
-            c.current_dir(root()).args(["build", "-p", "cabin-trace", "--example", "demo"]);
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                c.arg("--release");
-            }
-            let status = c.status().expect("run cargo build --example demo");
-            assert!(status.success(), "cargo build --example demo failed");
+    example_exe("demo")
+}
+
+/// The workspace's example `name`, of this test's profile: the one `cargo test
+/// --workspace` built, else built now with `cargo build --example NAME`.
+pub fn example_exe(name: &str) -> PathBuf {
+    static BUILDING: Mutex<()> = Mutex::new(());
+    let _one_build_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+    // target/<profile>/deps/it-<hash> -> target/<profile>/examples/<name>
+    let test_exe = std::env::current_exe().expect("test binary");
+    let profile_dir = test_exe.parent().and_then(Path::parent).expect("profile dir").to_path_buf();
+    let exe = profile_dir.join("examples").join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if !exe.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut c = Command::new(cargo);
+        c.current_dir(root()).args(["build", "-p", "cabin-trace", "--example", name]);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            c.arg("--release");
         }
-        assert!(exe.exists(), "{} is missing after building it", exe.display());
-        exe
-    })
-    .clone()
+        let status = c.status().unwrap_or_else(|e| panic!("run cargo build --example {name}: {e}"));
+        assert!(status.success(), "cargo build --example {name} failed");
+    }
+    assert!(exe.exists(), "{} is missing after building it", exe.display());
+    exe
 }
 
 /// The Python of `.tools/py` with `jsonschema` (scripts/install-test-tools.sh).

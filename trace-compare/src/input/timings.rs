@@ -16,7 +16,7 @@ use crate::metric::{Group, Kind, Metric, Run, Side};
 /// field's `field:` (summed over targets).
 pub fn metrics(t: &Timings) -> BTreeMap<Metric, f64> {
     let mut m = BTreeMap::new();
-    let r = &t.resources;
+    let r = &t.resources.figures;
     m.insert(Metric::new("wall", Kind::Time), t.wall_us as f64 / 1000.0);
     // A figure the platform does not give (null in the summary) is no metric.
     let sum = |a: Option<u64>, b: Option<u64>| a.map(|a| a + b.unwrap_or(0));

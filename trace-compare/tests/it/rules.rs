@@ -82,7 +82,7 @@ fn five_blocks_can_never_reach_five_percent_and_the_report_says_so() {
 
 #[test]
 fn a_family_of_three_at_one_percent_needs_ten_blocks() {
-    let opts = Options { alpha_paired: 0.01, family_size: 3, ..Options::default() };
+    let opts = Options { alpha_paired: 0.01, family_size: Some(3), ..Options::default() };
     let nine: Vec<(f64, f64)> = (0..9).map(|i| (1.0, 1.5 + i as f64 / 100.0)).collect();
     assert_eq!(paired(&nine, &opts).verdict, Verdict::Inconclusive);
     let ten: Vec<(f64, f64)> = (0..10).map(|i| (1.0, 1.5 + i as f64 / 100.0)).collect();
@@ -142,4 +142,106 @@ fn an_invalid_group_has_no_timing_rows() {
     let r = compare(&base, &head, &Options::default()).unwrap();
     assert!(r.has_invalid());
     assert!(r.groups[0].rows.is_empty());
+}
+
+/// One session's two sides with `metrics` (name, kind, base value, head value)
+/// in each of 6 blocks, every head value 1.5 times slower on odd blocks.
+fn session(metrics: &[(&str, Kind, f64)]) -> (Side, Side) {
+    let side = |label: &str, scale: f64| Side {
+        label: label.into(),
+        source: "samples.json".into(),
+        session: Some("one session".into()),
+        groups: vec![Group {
+            name: "build".into(),
+            runs: (0..6u64)
+                .map(|b| Run {
+                    block: Some(b),
+                    values: metrics
+                        .iter()
+                        .map(|&(n, k, v)| {
+                            let jitter = if k == Kind::Work { 0.0 } else { b as f64 * 0.01 };
+                            (Metric::new(n, k), v * scale + jitter)
+                        })
+                        .collect(),
+                })
+                .collect(),
+            invalid: vec![],
+        }],
+    };
+    (side("base", 1.0), side("head", 1.5))
+}
+
+#[test]
+fn a_paired_report_s_family_is_every_timed_row_it_tests_and_work_counters_are_not_in_it() {
+    let (base, head) = session(&[
+        ("wall", Kind::Time, 10.0),
+        ("peak_rss", Kind::Memory, 2048.0),
+        ("phase:link", Kind::Time, 3.0),
+        ("count:link", Kind::Work, 1.0),
+    ]);
+    let r = compare(&base, &head, &Options::default()).unwrap();
+    let family = r.family.expect("a paired report has a family");
+    assert_eq!((family.size, family.timed_comparisons, family.declared), (3, 3, false));
+    assert_eq!(r.options.family_size, Some(3));
+    assert!(r.groups[0].rows.iter().filter_map(|row| row.paired.as_ref()).all(|p| p.family_size == 3));
+    // Six blocks reach 2/64 = 0.031, above 0.05/3: no timed row can be detected,
+    // while the work counter's change (1 -> 1.5) is a change of work whatever the family.
+    for row in &r.groups[0].rows {
+        assert_eq!(row.verdict.is_regression(), row.kind == Kind::Work, "{row:#?}");
+    }
+
+    let declared = Options { family_size: Some(1), ..Options::default() };
+    let r = compare(&base, &head, &declared).unwrap();
+    let family = r.family.unwrap();
+    assert_eq!((family.size, family.declared, family.undersized()), (1, true, true));
+    assert_eq!(r.groups[0].rows[0].verdict, Verdict::RegressionDetected, "wall, at a family of one");
+}
+
+#[test]
+fn an_unpaired_report_has_no_family() {
+    let base = side("base", &wall(), &[1.0, 2.0, 3.0], None);
+    let r = compare(&base, &base, &Options::default()).unwrap();
+    assert_eq!(r.family, None);
+}
+
+#[test]
+fn a_work_counter_that_varies_between_paired_runs_is_shown_but_decides_nothing() {
+    let (base, mut head) = session(&[("wall", Kind::Time, 10.0)]);
+    let cache_hits = Metric::new("field:fetch.hits", Kind::Work);
+    for (side, scale) in [(&mut head, 3.0)] {
+        for (i, run) in side.groups[0].runs.iter_mut().enumerate() {
+            run.values.insert(cache_hits.clone(), scale * (10.0 + i as f64));
+        }
+    }
+    let mut base = base;
+    for (i, run) in base.groups[0].runs.iter_mut().enumerate() {
+        run.values.insert(cache_hits.clone(), 10.0 + i as f64);
+    }
+    let r = compare(&base, &head, &Options::default()).unwrap();
+    assert_eq!(r.family.unwrap().size, 1, "the counter is not in the family");
+    let row = r.groups[0].rows.iter().find(|row| row.metric == "field:fetch.hits").unwrap();
+    assert_eq!(row.verdict, Verdict::Inconclusive);
+    assert!(row.paired.as_ref().unwrap().notes.iter().any(|n| n.contains("outside the family")));
+}
+
+#[test]
+fn a_gate_fails_on_its_primary_metrics_and_on_invalid_measurements_only() {
+    let (base, head) = session(&[("wall", Kind::Time, 10.0), ("phase:link", Kind::Time, 3.0)]);
+    let one = Options { family_size: Some(1), ..Options::default() };
+    let r = compare(&base, &head, &one).unwrap();
+    assert!(r.has_regression());
+    let wall = vec!["wall".to_string()];
+    assert_eq!(r.gate_failures(&wall), vec!["build: wall: regression detected".to_string()]);
+    let link_only = vec!["cpu_user".to_string()];
+    assert!(r.gate_failures(&link_only).is_empty(), "phase:link is not gated on");
+    assert_eq!(r.missing_metrics(&link_only), vec!["cpu_user"]);
+
+    let (mut base, mut head) = session(&[("wall", Kind::Time, 10.0)]);
+    for s in [&mut base, &mut head] {
+        s.groups[0].invalid.push("a run of block 0: `exit_status == 0` failed (found 1)".into());
+    }
+    let r = compare(&base, &head, &Options::default()).unwrap();
+    let failures = r.gate_failures(&wall);
+    assert_eq!(failures.len(), 1);
+    assert!(failures[0].contains("INVALID MEASUREMENT"), "{failures:?}");
 }

@@ -1,13 +1,12 @@
 //! Linux and macOS: `getrusage`, `wait4`, `clock_gettime`, and a constructor
-//! that runs when the tool's image starts. On Linux x86-64 the thread CPU
-//! clock is mostly read without a system call (`thread_cpu`).
+//! that runs when the tool's image starts.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ChildStderr, ChildStdout, ExitStatus};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{ChildUsage, Cpu, ThreadMain};
+use super::{ChildUsage, Cpu};
 use crate::event::Since;
 
 pub(super) const MISSING: Option<&str> = None;
@@ -37,96 +36,6 @@ pub(super) fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
 }
 
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod thread_cpu;
-
-#[cfg(any(target_os = "linux", target_os = "android"))]
-mod claims {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Once;
-
-    /// `membarrier(2)` commands (linux/membarrier.h).
-    const PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
-    const REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
-
-    static FAST: AtomicBool = AtomicBool::new(false);
-
-    #[inline(always)]
-    pub(in crate::os) fn fast_claims() -> bool {
-        FAST.load(Ordering::Relaxed)
-    }
-
-    pub(in crate::os) fn prepare_fast_claims() {
-        static ONCE: Once = Once::new();
-        ONCE.call_once(|| {
-            use std::os::unix::fs::MetadataExt;
-            // A task directory links to itself, its parent and each thread.
-            let alone = std::fs::metadata("/proc/self/task").is_ok_and(|m| m.nlink() == 3);
-            if !alone {
-                return;
-            }
-            // SAFETY: membarrier takes a command, flags and a processor id, no pointers.
-            let registered =
-                unsafe { libc::syscall(libc::SYS_membarrier, REGISTER_PRIVATE_EXPEDITED, 0, 0) } == 0;
-            if registered {
-                // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-                unsafe { libc::pthread_atfork(None, None, Some(forked)) };
-                // No other thread exists yet to see the change half made.
-                FAST.store(true, Ordering::Relaxed);
-            }
-        });
-    }
-
-    /// A forked child's registration is not its parent's: back to swaps,
-    /// while it has one thread.
-    extern "C" fn forked() {
-        FAST.store(false, Ordering::Relaxed);
-    }
-
-    pub(in crate::os) fn barrier_on_all_threads() -> bool {
-        // SAFETY: as above.
-        unsafe { libc::syscall(libc::SYS_membarrier, PRIVATE_EXPEDITED, 0, 0) == 0 }
-    }
-
-    /// Registers and turns fast claims on whatever the threads (a test's
-    /// process of its own, before any capture); false if refused.
-    #[cfg(test)]
-    pub(in crate::os) fn force_fast_claims() -> bool {
-        // SAFETY: as in `prepare_fast_claims`.
-        let registered =
-            unsafe { libc::syscall(libc::SYS_membarrier, REGISTER_PRIVATE_EXPEDITED, 0, 0) } == 0;
-        FAST.store(registered, Ordering::Relaxed);
-        registered
-    }
-}
-
-#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
-pub(super) use claims::force_fast_claims;
-#[cfg(any(target_os = "linux", target_os = "android"))]
-pub(super) use claims::{barrier_on_all_threads, fast_claims, prepare_fast_claims};
-
-/// Claims stay atomic swaps here (see `os::fast_claims`).
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-#[inline(always)]
-pub(super) fn fast_claims() -> bool {
-    false
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(super) fn prepare_fast_claims() {}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(super) fn barrier_on_all_threads() -> bool {
-    false
-}
-
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-#[inline]
-pub(super) fn thread_cpu_ns() -> Option<u64> {
-    thread_cpu::read()
-}
-
-#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 #[inline]
 pub(super) fn thread_cpu_ns() -> Option<u64> {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
@@ -197,68 +106,6 @@ impl Sampler {
     }
 }
 
-/// Starts `main` on a detached thread through `pthread_create` itself (see
-/// [`super::spawn_detached`] for why not `std::thread`).
-pub(super) fn spawn_detached(main: &'static ThreadMain, stack_bytes: usize) -> io::Result<()> {
-    /// What the new thread runs. Its argument is the `'static` `main`, so
-    /// nothing is allocated to hand it over: a thread's first `malloc` or
-    /// `free` sets up an arena of its own, four more system calls.
-    extern "C" fn start(arg: *mut libc::c_void) -> *mut libc::c_void {
-        // SAFETY: `spawn_detached` passes a `&'static ThreadMain` as `arg`.
-        let main = unsafe { &*arg.cast::<ThreadMain>() };
-        name_this_thread(main.name);
-        // Unwinding out of an `extern "C"` function would abort the process.
-        let _ = std::panic::catch_unwind(main.body);
-        std::ptr::null_mut()
-    }
-    // SAFETY: an all-zero pthread_attr_t is a valid argument to
-    // pthread_attr_init, which initialises it; it is destroyed below.
-    let mut attr: libc::pthread_attr_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `attr` is valid and writable.
-    let rc = unsafe { libc::pthread_attr_init(&mut attr) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    let arg = (main as *const ThreadMain).cast_mut().cast::<libc::c_void>();
-    // SAFETY: an all-zero pthread_t is a valid place for pthread_create to
-    // write the thread's id into.
-    let mut thread: libc::pthread_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `attr` was initialised; `start` only reads `arg`, a reference
-    // that lives for the whole process.
-    let rc = unsafe {
-        match libc::pthread_attr_setstacksize(&mut attr, stack_bytes.max(libc::PTHREAD_STACK_MIN)) {
-            0 => match libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED) {
-                0 => libc::pthread_create(&mut thread, &attr, start, arg),
-                e => e,
-            },
-            e => e,
-        }
-    };
-    // SAFETY: `attr` was initialised, and is not used after this.
-    unsafe { libc::pthread_attr_destroy(&mut attr) };
-    match rc {
-        0 => Ok(()),
-        e => Err(io::Error::from_raw_os_error(e)),
-    }
-}
-
-/// Names the calling thread where the system has a call for it that needs
-/// no more than the name (Linux: `prctl`, macOS: `pthread_setname_np`).
-fn name_this_thread(name: &std::ffi::CStr) {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    // SAFETY: PR_SET_NAME reads a NUL-terminated string (and at most 16 bytes of it).
-    unsafe {
-        libc::prctl(libc::PR_SET_NAME, name.as_ptr());
-    }
-    #[cfg(target_vendor = "apple")]
-    // SAFETY: `name` is NUL-terminated; macOS names the calling thread.
-    unsafe {
-        libc::pthread_setname_np(name.as_ptr());
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "android", target_vendor = "apple")))]
-    let _ = name;
-}
-
 fn rusage(who: libc::c_int) -> Option<libc::rusage> {
     // SAFETY: an all-zero rusage is valid, and getrusage only writes to it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -312,36 +159,11 @@ pub(super) fn self_peak_kib(peak: Option<u64>) -> Option<(u64, Since)> {
 }
 
 /// `VmHWM` of `/proc/self/status`, in KiB.
-///
-/// The file is about 1.5 KiB and the line is among its first thirty: one read
-/// into a buffer on the stack holds it (a read of a file that did not fit is
-/// read again whole).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn status_hwm_kib() -> Option<u64> {
-    const PATH: &str = "/proc/self/status";
-    fn hwm(status: &[u8]) -> Option<u64> {
-        let line = status.split(|b| *b == b'\n').find_map(|l| l.strip_prefix(b"VmHWM:"))?;
-        std::str::from_utf8(line.strip_suffix(b"kB")?).ok()?.trim().parse().ok()
-    }
-    let mut buf = [0u8; 4096];
-    let status = read_small(PATH, &mut buf)?;
-    match hwm(status) {
-        None if status.len() == buf.len() => hwm(&std::fs::read(PATH).ok()?),
-        found => found,
-    }
-}
-
-/// Reads a file the kernel generates when it is read (procfs, sysfs) with
-/// a single `read` into `buf`: open, read, close. `std::fs::read` adds a
-/// `statx` for a size hint and a second read to see the end, each a
-/// system call of 5-20 µs in a process that has not made it before; such a
-/// file is whole in the first read of a buffer larger than it. What the read
-/// returned, which is the whole file only if shorter than `buf`.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-pub(super) fn read_small<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {
-    use std::io::Read;
-    let n = std::fs::File::open(path).ok()?.read(buf).ok()?;
-    buf.get(..n)
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    line.strip_suffix("kB")?.trim().parse().ok()
 }
 
 pub(super) fn read_pipes(
@@ -634,16 +456,13 @@ mod tests {
 
     #[cfg(any(target_os = "linux", target_os = "android"))]
     #[test]
-    fn the_peak_read_from_proc_status_in_one_read_is_the_one_a_whole_read_gives() {
+    fn the_peak_read_from_proc_status_is_the_one_it_shows() {
         let whole = std::fs::read_to_string("/proc/self/status").unwrap();
         let line = whole.lines().find_map(|l| l.strip_prefix("VmHWM:")).unwrap();
         let expected: u64 = line.trim().strip_suffix("kB").unwrap().trim().parse().unwrap();
         // The peak only grows, and nothing here touches much memory in between.
         let read = status_hwm_kib().expect("VmHWM is read");
         assert!(read >= expected && read < expected + 4096, "{read} KiB against {expected} KiB");
-        let mut small = [0u8; 8];
-        let start = read_small("/proc/self/status", &mut small).unwrap();
-        assert!(start.len() == 8 && start.starts_with(b"Name:"), "a short buffer gets the start: {start:?}");
     }
 
     #[test]

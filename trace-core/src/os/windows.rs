@@ -3,7 +3,7 @@
 use std::io;
 use std::process::{Child, ChildStderr, ChildStdout, ExitStatus};
 
-use super::{ChildUsage, Cpu, ThreadMain};
+use super::{ChildUsage, Cpu};
 use crate::event::Since;
 
 pub(super) const MISSING: Option<&str> =
@@ -75,27 +75,6 @@ impl Sampler {
         let cpu = (ok != 0).then(|| filetime_ns(&kernel) + filetime_ns(&user));
         (resident, cpu)
     }
-}
-
-/// Starts `main` on a `std` thread that is never joined.
-/// Claims stay atomic swaps here (see `os::fast_claims`).
-#[inline(always)]
-pub(super) fn fast_claims() -> bool {
-    false
-}
-
-pub(super) fn prepare_fast_claims() {}
-
-pub(super) fn barrier_on_all_threads() -> bool {
-    false
-}
-
-pub(super) fn spawn_detached(main: &'static ThreadMain, stack_bytes: usize) -> io::Result<()> {
-    std::thread::Builder::new()
-        .name(main.name.to_string_lossy().into_owned())
-        .stack_size(stack_bytes)
-        .spawn(main.body)
-        .map(drop)
 }
 
 pub(super) fn cpu_now() -> (Option<(Cpu, u64)>, Option<Cpu>) {

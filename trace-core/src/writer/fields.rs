@@ -3,10 +3,7 @@
 //! A string value is a range of one text buffer that the list owns, not a
 //! `String` of its own: a list emptied and reused for a later span
 //! (`Writer::reuse`) keeps both its entries' and its text's room, so a span
-//! with string fields costs no allocation and no free for each of them. In a
-//! loop of spans with a number and a path, a `String` per value was about 200
-//! instructions a span of `malloc`, `free` and their bookkeeping on the
-//! writer thread (callgrind, the `spans` benchmark with `SPANS_TEXT`).
+//! with string fields costs no allocation and no free for each of them.
 
 use crate::event::{Field, Value};
 use crate::record::{Batch, RawField, RawValue};

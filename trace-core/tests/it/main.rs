@@ -3,6 +3,7 @@
 //! own subscriber.
 
 mod alloc;
+mod async_spans_and_flows;
 mod bad_input;
 mod collect;
 mod cpu;
@@ -10,7 +11,6 @@ mod cross_thread;
 mod filter_props;
 mod flood;
 mod isolation;
-mod pieces;
 mod platform;
 mod samples;
 mod stream;

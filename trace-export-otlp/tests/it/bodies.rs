@@ -3,9 +3,7 @@
 use std::ffi::OsStr;
 
 use serde_json::Value;
-use trace_export_otlp::{
-    proto, run, ExportArgs, ExportCommand, LabelArgs, MetricsArgs, MetricsData, TracesData,
-};
+use trace_export_otlp::{model, proto, run, Export, Labels, MetricsOptions};
 use trace_summary::Timings;
 
 use crate::support::*;
@@ -30,19 +28,16 @@ fn point_of_build<'a>(metric: &'a Value, key: &str, value: &str) -> &'a Value {
 
 fn metrics_file(dir: &std::path::Path, timings: &[std::path::PathBuf]) -> std::path::PathBuf {
     let output = dir.join("metrics.otlp.json");
-    let args = ExportArgs {
-        command: Some(ExportCommand::Metrics(MetricsArgs {
-            labels: LabelArgs {
-                revision: Some("abc123".into()),
-                machine: Some("ci-7".into()),
-                scenario: Some("warm".into()),
-            },
-            output: Some(output.clone()),
-            files: timings.to_vec(),
-        })),
-        send: Default::default(),
-    };
-    run(&args).unwrap();
+    let export = Export::WriteMetrics(MetricsOptions {
+        labels: Labels {
+            revision: Some("abc123".into()),
+            machine: Some("ci-7".into()),
+            scenario: Some("warm".into()),
+        },
+        output: Some(output.clone()),
+        files: timings.to_vec(),
+    });
+    run(&export).unwrap();
     output
 }
 
@@ -94,7 +89,7 @@ fn protobuf_bodies_are_what_the_official_encoder_writes_for_what_the_json_holds(
     // Traces: the sink's file, read back and encoded.
     let from_json = check(&[OsStr::new("json"), c.otlp.as_os_str()]);
     let text = std::fs::read_to_string(&c.otlp).unwrap();
-    let data = TracesData::from_json(&serde_json::from_str(text.lines().next().unwrap()).unwrap()).unwrap();
+    let data = model::traces_from_json(&serde_json::from_str(text.lines().next().unwrap()).unwrap()).unwrap();
     let pb = dir.path().join("traces.pb");
     std::fs::write(&pb, proto::encode_traces(&data)).unwrap();
     let from_pb = check(&[OsStr::new("pb-canonical"), OsStr::new("traces"), pb.as_os_str()]);
@@ -107,7 +102,7 @@ fn protobuf_bodies_are_what_the_official_encoder_writes_for_what_the_json_holds(
     let output = metrics_file(dir.path(), &[c.timings]);
     let from_json = check(&[OsStr::new("json"), output.as_os_str()]);
     let text = std::fs::read_to_string(&output).unwrap();
-    let data = MetricsData::from_json(&serde_json::from_str(text.trim()).unwrap()).unwrap();
+    let data = model::metrics_from_json(&serde_json::from_str(text.trim()).unwrap()).unwrap();
     let pb = dir.path().join("metrics.pb");
     std::fs::write(&pb, proto::encode_metrics(&data)).unwrap();
     let from_pb = check(&[OsStr::new("pb-canonical"), OsStr::new("metrics"), pb.as_os_str()]);

@@ -3,9 +3,11 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::Command;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use trace_export_otlp::{run_with_env, ErrorKind, Export, ExportError, Outcome, SendOptions};
 
 use crate::support::*;
 
@@ -71,21 +73,35 @@ fn read_request(stream: &TcpStream) -> Request {
     Request { at, request_line: request_line.trim_end().to_string(), headers, body }
 }
 
-fn export(args: &[&str]) -> (std::process::Output, Duration) {
-    let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_otlp-export"))
-        .args(args)
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
-        .env_remove("OTEL_EXPORTER_OTLP_TIMEOUT")
-        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
-        .output()
-        .unwrap();
-    (out, started.elapsed())
+/// Sends `files` to `endpoint` as `cabin-trace export --endpoint ENDPOINT
+/// FILES...` would, with no `OTEL_*` variable set.
+fn send(
+    endpoint: Option<&str>,
+    files: &[&Path],
+    tune: impl FnOnce(&mut SendOptions),
+) -> (Result<Outcome, ExportError>, Duration) {
+    send_with_env(endpoint, files, tune, |_| None)
 }
 
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+fn send_with_env(
+    endpoint: Option<&str>,
+    files: &[&Path],
+    tune: impl FnOnce(&mut SendOptions),
+    env: impl Fn(&str) -> Option<String>,
+) -> (Result<Outcome, ExportError>, Duration) {
+    let mut options = SendOptions {
+        endpoint: endpoint.map(str::to_string),
+        files: files.iter().map(|f| f.to_path_buf()).collect(),
+        ..SendOptions::default()
+    };
+    tune(&mut options);
+    let started = Instant::now();
+    let result = run_with_env(&Export::Send(options), env);
+    (result, started.elapsed())
+}
+
+fn error(result: Result<Outcome, ExportError>) -> ExportError {
+    result.expect_err("the export fails")
 }
 
 #[test]
@@ -95,9 +111,10 @@ fn a_dead_endpoint_fails_at_once_naming_the_url() {
     // A port that was just free: nothing listens there.
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let endpoint = format!("http://127.0.0.1:{port}");
-    let (out, took) = export(&["--endpoint", &endpoint, "--timeout", "3", c.otlp.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains(&format!("{endpoint}/v1/traces")), "{}", stderr(&out));
+    let (result, took) = send(Some(&endpoint), &[&c.otlp], |o| o.timeout = Some(Duration::from_secs(3)));
+    let e = error(result);
+    assert_eq!(e.kind(), ErrorKind::Transport, "{e}");
+    assert!(e.to_string().contains(&format!("{endpoint}/v1/traces")), "{e}");
     assert!(took < Duration::from_secs(3), "within the timeout: {took:?}");
 }
 
@@ -106,9 +123,10 @@ fn a_slow_receiver_fails_after_the_timeout_naming_the_url() {
     let dir = tempfile::tempdir().unwrap();
     let c = capture(dir.path(), "build");
     let (url, seen) = serve(vec![Reply { status: 200, headers: vec![], delay: Duration::from_secs(6) }]);
-    let (out, took) = export(&["--endpoint", &url, "--timeout", "1", c.timings.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let err = stderr(&out);
+    let (result, took) = send(Some(&url), &[&c.timings], |o| o.timeout = Some(Duration::from_secs(1)));
+    let e = error(result);
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    let err = e.to_string();
     assert!(err.contains(&format!("{url}/v1/metrics")) && err.contains("timeout"), "{err}");
     assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(4), "{took:?}");
     assert_eq!(seen.lock().unwrap().len(), 1, "a timeout is not retried");
@@ -122,9 +140,9 @@ fn a_503_with_retry_after_is_retried_after_the_wait_it_asks_for() {
         Reply { status: 503, headers: vec![("Retry-After", "1")], delay: Duration::ZERO },
         Reply { status: 200, headers: vec![], delay: Duration::ZERO },
     ]);
-    let (out, _) = export(&["--endpoint", &url, c.otlp.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("after 2 attempts"), "{}", stderr(&out));
+    let (result, _) = send(Some(&url), &[&c.otlp], |_| ());
+    let outcome = result.unwrap();
+    assert!(outcome.to_string().contains("after 2 attempts"), "{outcome}");
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 2);
     let gap = seen[1].at - seen[0].at;
@@ -141,10 +159,10 @@ fn retries_are_bounded_and_the_error_names_the_url_and_the_status() {
     let c = capture(dir.path(), "build");
     let busy = || Reply { status: 503, headers: vec![("Retry-After", "0")], delay: Duration::ZERO };
     let (url, seen) = serve(vec![busy(), busy(), busy(), busy()]);
-    let (out, _) = export(&["--endpoint", &url, "--retries", "2", c.otlp.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = stderr(&out);
-    assert!(err.contains(&format!("POST {url}/v1/traces: HTTP 503 after 3 attempts")), "{err}");
+    let (result, _) = send(Some(&url), &[&c.otlp], |o| o.retries = 2);
+    let e = error(result);
+    assert_eq!((e.kind(), e.status()), (ErrorKind::Status, Some(503)));
+    assert!(e.to_string().contains(&format!("POST {url}/v1/traces: HTTP 503 after 3 attempts")), "{e}");
     assert_eq!(seen.lock().unwrap().len(), 3);
 }
 
@@ -156,9 +174,10 @@ fn a_refusal_other_than_busy_is_not_retried() {
         Reply { status: 400, headers: vec![], delay: Duration::ZERO },
         Reply { status: 200, headers: vec![], delay: Duration::ZERO },
     ]);
-    let (out, _) = export(&["--endpoint", &url, c.otlp.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("HTTP 400: `busy`"), "{}", stderr(&out));
+    let (result, _) = send(Some(&url), &[&c.otlp], |_| ());
+    let e = error(result);
+    assert_eq!(e.status(), Some(400));
+    assert!(e.to_string().contains("HTTP 400: `busy`"), "{e}");
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
 
@@ -167,14 +186,14 @@ fn the_endpoint_headers_and_protocol_come_from_the_otel_variables() {
     let dir = tempfile::tempdir().unwrap();
     let c = capture(dir.path(), "build");
     let (url, seen) = serve(vec![Reply { status: 200, headers: vec![], delay: Duration::ZERO }]);
-    let out = Command::new(env!("CARGO_BIN_EXE_otlp-export"))
-        .arg(&c.otlp)
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("{url}/"))
-        .env("OTEL_EXPORTER_OTLP_HEADERS", "api-key=s3cr%20t,x-team=build")
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let vars = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("{url}/")),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=s3cr%20t,x-team=build".to_string()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json".to_string()),
+    ];
+    let env = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone());
+    let (result, _) = send_with_env(None, &[&c.otlp], |_| (), env);
+    result.unwrap();
     let seen = seen.lock().unwrap();
     let header = |name: &str| seen[0].headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     assert_eq!(header("api-key").as_deref(), Some("s3cr t"));
@@ -189,20 +208,20 @@ fn the_endpoint_headers_and_protocol_come_from_the_otel_variables() {
 fn no_endpoint_is_a_usage_error_saying_how_to_give_one() {
     let dir = tempfile::tempdir().unwrap();
     let c = capture(dir.path(), "build");
-    let (out, _) = export(&[c.otlp.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{}", stderr(&out));
+    let e = error(send(None, &[&c.otlp], |_| ()).0);
+    assert_eq!(e.kind(), ErrorKind::Usage);
+    assert!(e.to_string().contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{e}");
 }
 
 #[test]
 fn an_https_endpoint_without_the_tls_feature_says_how_to_get_it() {
     let dir = tempfile::tempdir().unwrap();
     let c = capture(dir.path(), "build");
-    let (out, _) = export(&["--endpoint", "https://127.0.0.1:1", c.otlp.to_str().unwrap()]);
+    let e = error(send(Some("https://127.0.0.1:1"), &[&c.otlp], |_| ()).0);
     if cfg!(feature = "tls") {
-        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert_ne!(e.kind(), ErrorKind::Usage, "{e}");
     } else {
-        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-        assert!(stderr(&out).contains("https://127.0.0.1:1/v1/traces: HTTPS needs"), "{}", stderr(&out));
+        assert_eq!(e.kind(), ErrorKind::Usage, "{e}");
+        assert!(e.to_string().contains("https://127.0.0.1:1/v1/traces: HTTPS needs"), "{e}");
     }
 }

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use trace_export_otlp::{run_with_env, Encoding, Export, SendOptions};
+
 use crate::support::*;
 
 /// A running rotel, stopped when dropped.
@@ -82,10 +84,6 @@ fn read_back(rotel: &Rotel, needles: &[String]) -> String {
     }
 }
 
-fn export(args: &[&std::ffi::OsStr]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_otlp-export")).args(args).output().unwrap()
-}
-
 /// What a capture's spans look like in rotel's log: ids and names.
 fn expected_spans(otlp: &Path) -> Vec<String> {
     let decoded = check(&["json".as_ref(), otlp.as_os_str()]);
@@ -102,16 +100,15 @@ fn send_and_read_back(json: bool) {
     let dir = tempfile::tempdir().unwrap();
     let rotel = start_rotel(dir.path());
     let c = capture(dir.path(), "build");
-    let mut args: Vec<&std::ffi::OsStr> = vec!["--endpoint".as_ref(), rotel.url.as_ref()];
-    if json {
-        args.push("--json".as_ref());
-    }
-    args.extend([c.otlp.as_os_str(), c.timings.as_os_str()]);
-    let out = export(&args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    assert!(err.contains(&format!("{}/v1/traces (HTTP 200", rotel.url)), "{err}");
-    assert!(err.contains(&format!("{}/v1/metrics (HTTP 200", rotel.url)), "{err}");
+    let options = SendOptions {
+        endpoint: Some(rotel.url.clone()),
+        encoding: json.then_some(Encoding::Json),
+        files: vec![c.otlp.clone(), c.timings.clone()],
+        ..SendOptions::default()
+    };
+    let outcome = run_with_env(&Export::Send(options), |_| None).unwrap().to_string();
+    assert!(outcome.contains(&format!("{}/v1/traces (HTTP 200", rotel.url)), "{outcome}");
+    assert!(outcome.contains(&format!("{}/v1/metrics (HTTP 200", rotel.url)), "{outcome}");
 
     let mut needles = expected_spans(&c.otlp);
     needles.extend(

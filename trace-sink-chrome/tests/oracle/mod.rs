@@ -267,8 +267,8 @@ impl Sink for OracleChromeSink {
             self.put(out, marker("trace records dropped", "dropped_records", end.dropped_records))?;
             for (ts, n) in [(self.start_ns, 0), (end.end_ns, end.dropped_records)] {
                 let e = format!(
-                    r#"{},"args":{{"dropped":{}}}"#,
-                    Self::head("trace records", Some("cabin_trace"), r#""C""#, pid, 0, ts),
+                    r#"{},"args":{{"count":{}}}"#,
+                    Self::head("trace records dropped", Some("cabin_trace"), r#""C""#, pid, 0, ts),
                     int(n)
                 );
                 self.put(out, e)?;

@@ -33,7 +33,7 @@ fn an_info_slice_has_a_thread_duration_from_its_threads_cpu_counter_and_a_debug_
     assert!(slept < 2_000_000, "sleeping 20 ms: {slept} ns of CPU");
     assert!(slice("item").get("thread_dur_ns").is_none(), "a debug span pays for no clock");
     let counters: Vec<_> =
-        records.iter().filter(|r| r["kind"] == "counter" && r["track"] == "thread CPU time").collect();
+        records.iter().filter(|r| r["kind"] == "counter" && r["track"] == "thread_time").collect();
     assert!(counters.iter().all(|c| c["unit"] == "UNIT_TIME_NS"), "{counters:?}");
     // The begin and end of the two info spans.
     assert_eq!(counters.len(), 4, "{counters:?}");
@@ -76,6 +76,6 @@ fn repeated_info_slices_on_two_threads_each_have_a_thread_duration_read_back_by_
         "spinning 1 ms of CPU each: {durations:?}"
     );
     let counters: Vec<_> =
-        records.iter().filter(|r| r["kind"] == "counter" && r["track"] == "thread CPU time").collect();
+        records.iter().filter(|r| r["kind"] == "counter" && r["track"] == "thread_time").collect();
     assert_eq!(counters.len(), 18, "a begin and an end per slice: {counters:?}");
 }

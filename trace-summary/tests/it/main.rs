@@ -267,14 +267,15 @@ fn the_children_a_capture_waited_for_give_its_child_figures_and_only_they_do() {
     });
     let report = session.finish();
     drop(other);
-    let r = Timings::from_path(&report.files[0].path).unwrap().resources;
+    let summary = Timings::from_path(&report.files[0].path).unwrap().resources;
+    let r = summary.figures;
     if let Some(missing) = trace_core::os::missing() {
         // Windows: no figure is read, and the summary says so.
-        assert_eq!(r.missing.as_deref(), Some(missing));
+        assert_eq!(summary.missing.as_deref(), Some(missing));
         assert_eq!((r.waited_children, r.largest_child_max_rss_kib, r.self_user_us), (None, None, None));
         return;
     }
-    assert_eq!(r.missing, None);
+    assert_eq!(summary.missing, None);
     assert_eq!(r.waited_children, Some(2));
     assert_eq!((r.waited_children_user_us, r.waited_children_system_us), (Some(1_000), Some(50)));
     assert_eq!(r.largest_child_max_rss_kib, Some(12_000), "the largest peak, not a sum");
@@ -287,8 +288,8 @@ fn a_capture_that_waited_for_no_child_has_no_child_peak() {
     let sinks: Vec<Box<dyn Sink>> = vec![Box::new(SummarySink::new())];
     let report = Session::start(&config(dir.path()), "alone", sinks).unwrap().finish();
     let t = Timings::from_path(&report.files[0].path).unwrap();
-    assert_eq!(t.resources.largest_child_max_rss_kib, None);
-    assert_eq!(t.resources.waited_children, trace_core::os::missing().is_none().then_some(0));
+    assert_eq!(t.resources.figures.largest_child_max_rss_kib, None);
+    assert_eq!(t.resources.figures.waited_children, trace_core::os::missing().is_none().then_some(0));
     // Where the image start is recorded, startup counts from it, to the microsecond.
     if t.startup_since.as_deref() == Some(trace_summary::SINCE_IMAGE_START) {
         assert_eq!(t.startup_resolution_us, 1);

@@ -7,7 +7,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use tracing_core::Metadata;
 
 /// Entries in a thread's ring of recent spans (a power of two).
-pub(crate) const RING: usize = 256;
+pub(crate) const RECENT_SPANS: usize = 256;
 
 pub(crate) type Meta = &'static Metadata<'static>;
 
@@ -22,21 +22,21 @@ pub(crate) struct SpanInfo {
     pub captured: bool,
 }
 
-/// One entry of a [`SpanRing`]: a span id (0: free) and what is known of it.
+/// One entry of a [`RecentSpans`]: a span id (0: free) and what is known of it.
 #[derive(Default)]
-pub(crate) struct SpanEntry {
+pub(crate) struct RecentSpan {
     pub id: AtomicU64,
     meta: AtomicPtr<Metadata<'static>>,
     inner: AtomicU64,
     captured: AtomicBool,
 }
 
-impl SpanEntry {
+impl RecentSpan {
     /// The entry's span, read by the thread that wrote it.
     #[inline]
     pub(crate) fn own_info(&self) -> SpanInfo {
         // SAFETY: every pointer stored comes from a `&'static Metadata<'static>`
-        // (`SpanEntry::store`), and an entry is read only when its id is not
+        // (`RecentSpan::store`), and an entry is read only when its id is not
         // 0, that is after a callsite was stored.
         let meta = unsafe { &*self.meta.load(Ordering::Relaxed) };
         SpanInfo {
@@ -63,22 +63,19 @@ impl SpanEntry {
 /// with release ordering, over an entry whose id is 0). Any thread may clear
 /// the id of a span it closes, with a compare-and-swap, and may read an entry
 /// seqlock-style: the id, the contents, then the id again.
-///
-/// All zero bytes are an empty ring (every id 0): a thread's buffer is
-/// allocated with its ring zeroed in place (`ThreadBuf::new_shared`).
-pub(crate) struct SpanRing {
-    pub entries: [SpanEntry; RING],
+pub(crate) struct RecentSpans {
+    pub entries: [RecentSpan; RECENT_SPANS],
 }
 
-impl SpanRing {
-    /// An empty ring, built field by field: what the zeroed one must equal.
-    pub(crate) fn new() -> SpanRing {
-        SpanRing { entries: std::array::from_fn(|_| SpanEntry::default()) }
+impl RecentSpans {
+    /// An empty ring: every id 0.
+    pub(crate) fn new() -> RecentSpans {
+        RecentSpans { entries: std::array::from_fn(|_| RecentSpan::default()) }
     }
 
     #[inline]
-    pub(crate) fn entry(&self, id: u64) -> &SpanEntry {
-        &self.entries[(id as usize) & (RING - 1)]
+    pub(crate) fn entry(&self, id: u64) -> &RecentSpan {
+        &self.entries[(id as usize) & (RECENT_SPANS - 1)]
     }
 
     /// Another thread's read of `id`, if the ring still holds it.
@@ -96,7 +93,7 @@ impl SpanRing {
         if e.id.load(Ordering::Relaxed) != id {
             return None;
         }
-        // SAFETY: as in `SpanEntry::own_info`; the second read of the id shows
+        // SAFETY: as in `RecentSpan::own_info`; the second read of the id shows
         // that `meta` is the callsite stored with it.
         Some(SpanInfo { meta: unsafe { &*meta }, inner, captured })
     }
@@ -104,22 +101,5 @@ impl SpanRing {
     /// Another thread clears `id`'s entry; false if the ring no longer holds it.
     pub(crate) fn clear(&self, id: u64) -> bool {
         self.entry(id).id.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-    }
-}
-
-#[cfg(test)]
-mod zeroed {
-    use super::*;
-
-    #[test]
-    fn an_empty_ring_is_all_zero_bytes() {
-        let ring = SpanRing::new();
-        let fields_zero = ring.entries.iter().all(|e| {
-            e.id.load(Ordering::Relaxed) == 0
-                && e.meta.load(Ordering::Relaxed).is_null()
-                && e.inner.load(Ordering::Relaxed) == 0
-                && !e.captured.load(Ordering::Relaxed)
-        });
-        assert!(fields_zero, "an empty ring's entries are 0, null and false: zeroed memory is one");
     }
 }

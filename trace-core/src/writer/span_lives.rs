@@ -12,7 +12,7 @@
 
 use tracing_core::Metadata;
 
-use super::{borrow_fields, feed, IdMap, Lane, SinkFile, Spans};
+use super::{borrow_fields, feed, IdMap, SinkFile, Spans, ThreadState};
 use crate::event::{Event, FlowKind, Site, Tid};
 
 /// Where a span was entered, while it lives.
@@ -30,7 +30,7 @@ struct Life {
 
 /// The writer's state for async spans and flows.
 #[derive(Default)]
-pub(super) struct Pieces {
+pub(super) struct SpanLives {
     lives: IdMap<Life>,
     /// Async spans sent so far.
     asyncs: u64,
@@ -39,20 +39,20 @@ pub(super) struct Pieces {
     /// The flow of each helper started ([`crate::bind`]'s number to ours),
     /// until the helper says where it runs.
     spawned: IdMap<u64>,
-    /// Per thread (the writer's lane index), the flows that end at its next span.
+    /// Per thread (the writer's state index), the flows that end at its next span.
     arriving: Vec<Vec<(u64, FlowKind)>>,
     /// Per span not yet entered, the flows that end at its first piece.
     followers: IdMap<Vec<u64>>,
 }
 
-impl Pieces {
-    /// Span `id` is entered on thread `tid` (lane `lane`) at `ts`; sends the
+impl SpanLives {
+    /// Span `id` is entered on thread `tid` (state `state`) at `ts`; sends the
     /// flows that end at this piece, before its begin.
     #[inline]
     pub(super) fn enter(
         &mut self,
         sinks: &mut [SinkFile],
-        lane: usize,
+        state: usize,
         tid: Tid,
         id: u64,
         meta: &'static Metadata<'static>,
@@ -62,7 +62,7 @@ impl Pieces {
             Some(life) => life.split = true,
             None => self.first_piece(id, meta, tid, ts),
         }
-        self.arrivals(sinks, lane, tid, id, ts);
+        self.arrivals(sinks, state, tid, id, ts);
     }
 
     /// The first piece of span `id`, begun on `tid` at `begin_ns`, noted
@@ -81,19 +81,19 @@ impl Pieces {
     }
 
     /// Sends the flows that end at the piece of span `id` that thread `tid`
-    /// (lane `lane`) begins at `ts`, before its begin.
+    /// (state `state`) begins at `ts`, before its begin.
     #[inline(always)]
-    pub(super) fn arrivals(&mut self, sinks: &mut [SinkFile], lane: usize, tid: Tid, id: u64, ts: u64) {
+    pub(super) fn arrivals(&mut self, sinks: &mut [SinkFile], state: usize, tid: Tid, id: u64, ts: u64) {
         // Most begins have none: two lengths read, no call.
-        if self.followers.is_empty() && self.arriving.get(lane).is_none_or(Vec::is_empty) {
+        if self.followers.is_empty() && self.arriving.get(state).is_none_or(Vec::is_empty) {
             return;
         }
-        self.send_arrivals(sinks, lane, tid, id, ts);
+        self.send_arrivals(sinks, state, tid, id, ts);
     }
 
     #[inline(never)]
-    fn send_arrivals(&mut self, sinks: &mut [SinkFile], lane: usize, tid: Tid, id: u64, ts: u64) {
-        if let Some(arriving) = self.arriving.get_mut(lane).filter(|a| !a.is_empty()) {
+    fn send_arrivals(&mut self, sinks: &mut [SinkFile], state: usize, tid: Tid, id: u64, ts: u64) {
+        if let Some(arriving) = self.arriving.get_mut(state).filter(|a| !a.is_empty()) {
             for (flow, kind) in arriving.drain(..) {
                 feed(sinks, &Event::FlowIn { flow, kind, thread: tid, ts, at_begin: true });
             }
@@ -155,7 +155,7 @@ impl Pieces {
         feed(sinks, &event);
     }
 
-    /// Thread `tid` (lane `lane`, whose innermost open span is `open`) starts
+    /// Thread `tid` (state `state`, whose innermost open span is `open`) starts
     /// the helper of `bind`'s flow `spawned` at `ts`.
     pub(super) fn spawn(&mut self, sinks: &mut [SinkFile], tid: Tid, open: bool, spawned: u64, ts: u64) {
         // Started outside any span: there is nothing to draw it from.
@@ -167,13 +167,13 @@ impl Pieces {
         feed(sinks, &Event::FlowOut { flow: self.flows, kind: FlowKind::Spawn, thread: tid, ts });
     }
 
-    /// Thread `lane` runs the helper of `bind`'s flow `spawned`.
-    pub(super) fn helper(&mut self, lane: usize, spawned: u64) {
+    /// Thread `state` runs the helper of `bind`'s flow `spawned`.
+    pub(super) fn helper(&mut self, state: usize, spawned: u64) {
         let Some(flow) = self.spawned.remove(&spawned) else { return };
-        if self.arriving.len() <= lane {
-            self.arriving.resize_with(lane + 1, Vec::new);
+        if self.arriving.len() <= state {
+            self.arriving.resize_with(state + 1, Vec::new);
         }
-        self.arriving[lane].push((flow, FlowKind::Spawn));
+        self.arriving[state].push((flow, FlowKind::Spawn));
     }
 
     /// Span `id` follows from span `origin`, as recorded at `ts`: a flow from
@@ -182,13 +182,13 @@ impl Pieces {
     pub(super) fn follows(
         &mut self,
         sinks: &mut [SinkFile],
-        lanes: &[Option<Lane>],
+        states: &[Option<ThreadState>],
         id: u64,
         origin: u64,
         ts: u64,
     ) {
         let running =
-            |span: u64| lanes.iter().flatten().find(|l| l.stack.iter().any(|o| o.id == span)).map(|l| l.tid);
+            |span: u64| states.iter().flatten().find(|l| l.stack.iter().any(|o| o.id == span)).map(|l| l.tid);
         let source = match (running(origin), self.lives.get(&origin)) {
             (Some(tid), _) => (tid, ts),
             // Just inside its last piece, so that the flow binds to it.

@@ -6,8 +6,7 @@
 //! whenever interest is rebuilt (a reloaded filter). Kept here, they save the
 //! calls that follow:
 //!
-//! - The capture's filter (`Targets`, about 80 instructions a call) is asked
-//!   again by `tracing` for each span and event of a call site whose interest
+//! - The capture's filter (`Targets`) is asked again by `tracing` for each span and event of a call site whose interest
 //!   differs between dispatchers (the capture wants it, another dispatcher
 //!   does not), and by the subscriber for each span it may forward. The
 //!   filter never changes during a capture, so its answer can be kept.
@@ -16,11 +15,10 @@
 //!   filters answers `true` even when every filter said no, because it
 //!   disables such call sites through their interest (and its level hint)
 //!   instead. A span forwarded to it then is made in the registry's slab,
-//!   entered, exited and closed there for no layer at all. In cabin's set-up
-//!   (an `fmt` layer at WARN) that was about 1,500 instructions a span on the
-//!   calling thread (callgrind, the `spans` benchmark with `SPANS_FMT`), more
-//!   than the capture itself. A call site whose interest from the tool's
-//!   dispatcher is `never` is not forwarded to it.
+//!   entered, exited and closed there for no layer at all: in cabin's set-up
+//!   (an `fmt` layer at WARN) more work on the calling thread than the
+//!   capture itself (docs/performance.md). A call site whose interest from
+//!   the tool's dispatcher is `never` is not forwarded to it.
 //!
 //! A call site the table has no room for, or one whose metadata the
 //! subscriber is given at another address (`tracing-log`'s records), is
@@ -47,7 +45,7 @@ const BITS: usize = WANTED | INNER_NEVER;
 
 /// What is known of one call site.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Known {
+pub(crate) struct Answers {
     /// The capture's filter wants it.
     pub wanted: bool,
     /// The tool's dispatcher said its interest is `never`.
@@ -56,15 +54,15 @@ pub(crate) struct Known {
 
 /// Call sites, by the address of their metadata (whose low two bits are
 /// always zero: it holds pointers), with what is known of each.
-pub(crate) struct SiteTable {
+pub(crate) struct CallsiteAnswers {
     slots: Box<[AtomicUsize]>,
     /// Writers (interest registration, which is rare) take turns.
     writing: Mutex<()>,
 }
 
-impl SiteTable {
-    pub(crate) fn new() -> SiteTable {
-        SiteTable {
+impl CallsiteAnswers {
+    pub(crate) fn new() -> CallsiteAnswers {
+        CallsiteAnswers {
             slots: (0..1usize << SLOT_BITS).map(|_| AtomicUsize::new(EMPTY)).collect(),
             writing: Mutex::new(()),
         }
@@ -80,13 +78,13 @@ impl SiteTable {
 
     /// What is known of `meta`, if it is in the table.
     #[inline]
-    pub(crate) fn get(&self, meta: &Metadata<'_>) -> Option<Known> {
+    pub(crate) fn get(&self, meta: &Metadata<'_>) -> Option<Answers> {
         let addr = meta as *const Metadata<'_> as usize;
         for i in Self::probes(addr) {
             match self.slots[i].load(Ordering::Acquire) {
                 EMPTY => return None,
                 v if v & !BITS == addr => {
-                    return Some(Known { wanted: v & WANTED != 0, inner_never: v & INNER_NEVER != 0 })
+                    return Some(Answers { wanted: v & WANTED != 0, inner_never: v & INNER_NEVER != 0 })
                 }
                 _ => {}
             }
@@ -95,7 +93,7 @@ impl SiteTable {
     }
 
     /// Keeps what is known of `meta`, replacing what was (if there is room).
-    pub(crate) fn set(&self, meta: &'static Metadata<'static>, known: Known) {
+    pub(crate) fn set(&self, meta: &'static Metadata<'static>, known: Answers) {
         let addr = meta as *const Metadata<'static> as usize;
         if addr & BITS != 0 {
             return;
@@ -145,28 +143,28 @@ mod tests {
             .collect()
     }
 
-    const WANTED_ONLY: Known = Known { wanted: true, inner_never: false };
-    const NEVER_ONLY: Known = Known { wanted: false, inner_never: true };
+    const WANTED_ONLY: Answers = Answers { wanted: true, inner_never: false };
+    const NEVER_ONLY: Answers = Answers { wanted: false, inner_never: true };
 
     #[test]
     fn a_call_site_keeps_what_was_last_known_of_it() {
-        let table = SiteTable::new();
+        let table = CallsiteAnswers::new();
         let [a, b] = metas(2)[..] else { unreachable!() };
         assert_eq!(table.get(a), None);
         table.set(a, NEVER_ONLY);
         table.set(b, WANTED_ONLY);
         assert_eq!((table.get(a), table.get(b)), (Some(NEVER_ONLY), Some(WANTED_ONLY)));
         // Interest rebuilt after a reload: the tool's dispatcher now wants it.
-        table.set(a, Known { wanted: false, inner_never: false });
-        assert_eq!(table.get(a), Some(Known { wanted: false, inner_never: false }));
-        table.set(a, Known { wanted: true, inner_never: true });
-        assert_eq!(table.get(a), Some(Known { wanted: true, inner_never: true }));
+        table.set(a, Answers { wanted: false, inner_never: false });
+        assert_eq!(table.get(a), Some(Answers { wanted: false, inner_never: false }));
+        table.set(a, Answers { wanted: true, inner_never: true });
+        assert_eq!(table.get(a), Some(Answers { wanted: true, inner_never: true }));
         assert_eq!(table.get(b), Some(WANTED_ONLY));
     }
 
     #[test]
     fn a_full_table_keeps_what_it_holds_and_knows_nothing_of_the_rest() {
-        let table = SiteTable::new();
+        let table = CallsiteAnswers::new();
         let all = metas(3 << SLOT_BITS);
         for (k, m) in all.iter().enumerate() {
             table.set(m, if k % 2 == 0 { WANTED_ONLY } else { NEVER_ONLY });

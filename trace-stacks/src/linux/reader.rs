@@ -1,0 +1,260 @@
+//! The sampler's one reader thread: waits on every event's ring buffer with
+//! `poll`, parses each record and unwinds each sample as it arrives (the
+//! stack copies are too large to keep), until the sampler finishes.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::perf_event::{
+    ThreadEvent, PERF_RECORD_LOST, PERF_RECORD_SAMPLE, PERF_SAMPLE_REGS_ABI_NONE, REGS_COUNT, REG_BP, REG_IP,
+    REG_SP,
+};
+use super::symbols::{symbolize, RawSample};
+use super::unwinding::{LoadedObject, StackUnwinder};
+use crate::error::{StacksError, StacksErrorKind};
+use crate::model::{SampleCounts, Stacks};
+
+/// What the sampling threads and the reader share.
+struct Shared {
+    /// Events opened by `add_thread`, not yet taken by the reader.
+    pending: Mutex<Vec<ThreadEvent>>,
+    /// Set by `finish`: the reader disables every event, drains and returns.
+    stop: AtomicBool,
+    /// An eventfd that wakes the reader from `poll`.
+    wake: OwnedFd,
+}
+
+impl Shared {
+    fn wake(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes to an eventfd we own; a full counter only
+        // means the reader is already due to wake.
+        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+}
+
+/// What the reader thread hands back when it stops.
+struct Collected {
+    objects: Vec<LoadedObject>,
+    samples: Vec<RawSample>,
+    lost: u64,
+    not_unwound: u64,
+    cpu_time: Duration,
+}
+
+/// The Linux sampler: the reader thread and the way to hand it events.
+pub(crate) struct LinuxSampler {
+    interval: Duration,
+    shared: Arc<Shared>,
+    reader: Option<JoinHandle<Collected>>,
+}
+
+impl LinuxSampler {
+    pub(crate) fn start(interval: Duration) -> Result<LinuxSampler, StacksError> {
+        if interval.is_zero() || interval.as_nanos() > u64::MAX as u128 {
+            return Err(StacksError::new(
+                StacksErrorKind::InvalidInterval,
+                format!("CPU stacks: the interval {interval:?} is not from 1 ns to 584 years"),
+            ));
+        }
+        // Ask the kernel once now, so that a refusal is known before any
+        // thread is added, and said why.
+        ThreadEvent::probe(current_tid(), interval)?;
+        // SAFETY: eventfd has no memory preconditions.
+        let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if wake < 0 {
+            return Err(system_error("creating the reader's eventfd", io::Error::last_os_error()));
+        }
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+            // SAFETY: the kernel just returned this descriptor to us.
+            wake: unsafe { OwnedFd::from_raw_fd(wake) },
+        });
+        let for_reader = Arc::clone(&shared);
+        let reader = std::thread::Builder::new()
+            .name("trace-stacks".into())
+            .spawn(move || read_until_stopped(&for_reader))
+            .map_err(|e| system_error("starting the reader thread", e))?;
+        Ok(LinuxSampler { interval, shared, reader: Some(reader) })
+    }
+
+    pub(crate) fn add_thread(&self, tid: u32) -> Result<(), StacksError> {
+        let event = ThreadEvent::open(tid, self.interval)?;
+        self.shared.pending.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+        self.shared.wake();
+        Ok(())
+    }
+
+    pub(crate) fn finish(mut self) -> Stacks {
+        let collected = self.stop_reader();
+        let mut stacks = Stacks { interval: self.interval, ..Stacks::default() };
+        let Some(collected) = collected else { return stacks };
+        stacks.reader_cpu_time = collected.cpu_time;
+        stacks.counts = SampleCounts {
+            taken: collected.samples.len() as u64,
+            lost: collected.lost,
+            not_unwound: collected.not_unwound,
+        };
+        let started = Instant::now();
+        let (frames, samples) = symbolize(&collected.objects, collected.samples);
+        stacks.symbolization_time = started.elapsed();
+        stacks.mappings = collected.objects.into_iter().map(|o| o.mapping).collect();
+        stacks.frames = frames;
+        stacks.samples = samples;
+        stacks
+    }
+
+    /// Stops the reader and takes what it collected (nothing if it panicked).
+    fn stop_reader(&mut self) -> Option<Collected> {
+        let reader = self.reader.take()?;
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake();
+        reader.join().ok()
+    }
+}
+
+impl Drop for LinuxSampler {
+    fn drop(&mut self) {
+        self.stop_reader();
+    }
+}
+
+pub(crate) fn current_tid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+fn system_error(what: &str, error: io::Error) -> StacksError {
+    StacksError::new(StacksErrorKind::System, format!("CPU stacks: {what} failed ({error})"))
+}
+
+/// The reader thread's loop.
+fn read_until_stopped(shared: &Shared) -> Collected {
+    let mut unwinder = StackUnwinder::new();
+    let mut state = RecordState::default();
+    // Each event, and whether its thread still runs.
+    let mut events: Vec<(ThreadEvent, bool)> = Vec::new();
+    let mut poll_fds: Vec<libc::pollfd> = Vec::new();
+    loop {
+        events.extend(shared.pending.lock().unwrap_or_else(|e| e.into_inner()).drain(..).map(|e| (e, true)));
+        if shared.stop.load(Ordering::Acquire) {
+            break;
+        }
+        poll_fds.clear();
+        poll_fds.push(libc::pollfd { fd: shared.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        let live: Vec<usize> = (0..events.len()).filter(|&i| events[i].1).collect();
+        poll_fds.extend(live.iter().map(|&i| libc::pollfd {
+            fd: events[i].0.raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }));
+        // SAFETY: poll_fds is a valid array of its length.
+        let ready = unsafe { libc::poll(poll_fds.as_mut_ptr(), poll_fds.len() as libc::nfds_t, -1) };
+        if ready < 0 {
+            // EINTR (a signal of the program's own) is retried at once; any
+            // other failure (ENOMEM) after a pause, rather than spinning.
+            if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            continue;
+        }
+        if poll_fds[0].revents != 0 {
+            let mut count = [0u8; 8];
+            // SAFETY: reads 8 bytes into a buffer of 8 bytes.
+            unsafe { libc::read(shared.wake.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) };
+        }
+        for (slot, &i) in poll_fds[1..].iter().zip(&live) {
+            if slot.revents == 0 {
+                continue;
+            }
+            let (event, running) = &mut events[i];
+            state.drain(event, &mut unwinder);
+            // The thread exited: its buffer holds nothing more to wait for.
+            if slot.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+                *running = false;
+            }
+        }
+    }
+    for (event, _) in &mut events {
+        event.disable();
+        state.drain(event, &mut unwinder);
+    }
+    drop(events);
+    Collected {
+        objects: unwinder.into_objects(),
+        samples: state.samples,
+        lost: state.lost,
+        not_unwound: state.not_unwound,
+        cpu_time: thread_cpu_time(),
+    }
+}
+
+/// The calling thread's CPU time so far.
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes one timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+/// What the reader accumulates from the records.
+#[derive(Default)]
+struct RecordState {
+    samples: Vec<RawSample>,
+    lost: u64,
+    not_unwound: u64,
+    scratch: Vec<u8>,
+}
+
+impl RecordState {
+    fn drain(&mut self, event: &mut ThreadEvent, unwinder: &mut StackUnwinder) {
+        let RecordState { samples, lost, not_unwound, scratch } = self;
+        event.drain(scratch, |kind, body| match kind {
+            PERF_RECORD_SAMPLE => {
+                if let Some(sample) = parse_sample(body, unwinder) {
+                    if !sample.unwound {
+                        *not_unwound += 1;
+                    }
+                    samples.push(sample);
+                }
+            }
+            PERF_RECORD_LOST => *lost += read_u64(body, 8).unwrap_or(0),
+            _ => {}
+        });
+    }
+}
+
+fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// Parses a `PERF_RECORD_SAMPLE` body (see `SAMPLE_TYPE`) and unwinds it.
+fn parse_sample(body: &[u8], unwinder: &mut StackUnwinder) -> Option<RawSample> {
+    let tid = u32::from_ne_bytes(body.get(4..8)?.try_into().ok()?);
+    let time_ns = read_u64(body, 8)?;
+    let abi = read_u64(body, 16)?;
+    let mut at = 24;
+    let mut sample = RawSample { tid, time_ns, addresses: Vec::new(), unwound: false };
+    if abi == PERF_SAMPLE_REGS_ABI_NONE {
+        return Some(sample);
+    }
+    let mut regs = [0u64; REGS_COUNT];
+    for reg in &mut regs {
+        *reg = read_u64(body, at)?;
+        at += 8;
+    }
+    let size = read_u64(body, at)? as usize;
+    at += 8;
+    let copied = body.get(at..at.checked_add(size)?)?;
+    let dyn_size = if size > 0 { read_u64(body, at + size)? as usize } else { 0 };
+    let stack = &copied[..dyn_size.min(size)];
+    sample.unwound = unwinder.unwind(regs[REG_IP], regs[REG_SP], regs[REG_BP], stack, &mut sample.addresses);
+    Some(sample)
+}
