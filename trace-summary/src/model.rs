@@ -130,6 +130,7 @@ pub struct SpanTotals {
 /// differences of two readings, so what a process did before it exec'd the
 /// tool is never counted as the tool's; peaks are never summed.
 /// `self_max_rss_since` is `image_start` or `process_creation`.
+#[non_exhaustive]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceSummary {
     /// The capture's figures.
