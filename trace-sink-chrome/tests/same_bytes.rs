@@ -252,8 +252,7 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
                 assert_eq!(ptr, reused.as_ptr());
                 let site = Site::new(&reused, &reused, Level::INFO, Some(&reused), None);
                 sink.event(&Event::Instant { thread, ts, site, fields: &fields }, &mut out).unwrap();
-                // A span from that site, with a field named by the buffer too:
-                // what the sink renders once per call site must follow the text.
+                // A span from that site, with a field named by the buffer too.
                 let mut named = vec![Field { name: &reused, value: Value::U64(tail) }];
                 named.extend_from_slice(&fields);
                 let end = Event::SpanEnd {
@@ -398,10 +397,9 @@ impl Sink for Beside {
     }
 }
 
-/// Spans of `tracing` call sites (whose text is `'static`) in the shapes the
-/// sink caches differently: integer fields, other values, none, a field
-/// recorded later or never, a key longer than the cached room, more fields
-/// than it writes the fast way, CPU times, a span in pieces, and one left open.
+/// Spans of `tracing` call sites (whose text is `'static`) of varied shapes:
+/// integer fields, other values, none, a field recorded later or never, a
+/// long key, many fields, CPU times, a span in pieces, and one left open.
 fn traced_work(round: u64) {
     use tracing::field::Empty;
     for i in 0..400u64 {
@@ -419,7 +417,7 @@ fn traced_work(round: u64) {
         drop(late);
         tracing::info_span!(
             "long_key",
-            a_field_name_long_enough_that_its_key_does_not_fit_the_room = i,
+            a_field_name_long_enough_to_be_longer_than_most_keys_any_tool_writes = i,
             b = 1
         )
         .in_scope(|| ());
@@ -441,10 +439,9 @@ fn traced_work(round: u64) {
         )
         .in_scope(|| ());
         if i % 40 == 7 {
-            // Instants: what the sink renders once per target and per site
-            // (its level and location) must follow each site: two sites of
-            // one name in one file, a field that takes the place of the
-            // site's level or location, a message of two lines.
+            // Instants: two sites of one name in one file, a field that
+            // takes the place of the site's level or location, a message of
+            // two lines.
             tracing::warn!(target: "other", i, "first\nsecond");
             tracing::info!(name: "same", i, "one");
             tracing::error!(name: "same", i, "two");
