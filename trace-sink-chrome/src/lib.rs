@@ -430,7 +430,7 @@ impl Sink for ChromeSink {
 #[cfg(test)]
 mod tests {
     use serde_json::{json, Value as Json};
-    use trace_core::{FileStatus, Level, Resources};
+    use trace_core::{FileStatus, Level};
 
     use super::*;
 
@@ -457,28 +457,21 @@ mod tests {
     fn run(events: &[Event<'_>], dropped_records: u64) -> Vec<Json> {
         let mut sink = ChromeSink::new();
         let mut out = Vec::new();
-        let start = Start {
-            command: "build",
-            stem: "s",
-            pid: 42,
-            start_unix_ms: 0,
-            start_ns: 1_000,
-            startup_us: None,
-            filter: "info",
-            ..Default::default()
-        };
+        let mut start = Start::default();
+        start.command = "build";
+        start.stem = "s";
+        start.pid = 42;
+        start.start_ns = 1_000;
+        start.filter = "info";
         sink.start(&start, &mut out).unwrap();
         for e in events {
             sink.event(e, &mut out).unwrap();
         }
         let files: Vec<FileStatus> = Vec::new();
-        let end = Finish {
-            end_ns: 9_000,
-            dropped_records,
-            unclosed_spans: 0,
-            files: &files,
-            resources: Resources::default(),
-        };
+        let mut end = Finish::default();
+        end.end_ns = 9_000;
+        end.dropped_records = dropped_records;
+        end.files = &files;
         sink.finish(&end, &mut out).unwrap();
         serde_json::from_slice(&out).unwrap()
     }

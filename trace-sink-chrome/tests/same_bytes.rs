@@ -11,9 +11,7 @@ mod oracle;
 
 use std::io::{self, Write};
 
-use trace_core::{
-    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Resources, Sink, Site, Start, Value,
-};
+use trace_core::{Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Sink, Site, Start, Value};
 use trace_sink_chrome::ChromeSink;
 
 /// A small deterministic generator (xorshift).
@@ -137,16 +135,14 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
     let mut rng = Rng(seed);
     let mut out = Vec::new();
     let command = rng.text(12);
-    let start = Start {
-        command: &command,
-        stem: "stem",
-        pid: 4_194_303,
-        start_unix_ms: 1,
-        start_ns: 1_000,
-        startup_us: Some(5),
-        filter: "info",
-        ..Default::default()
-    };
+    let mut start = Start::default();
+    start.command = &command;
+    start.stem = "stem";
+    start.pid = 4_194_303;
+    start.start_unix_ms = 1;
+    start.start_ns = 1_000;
+    start.startup_us = Some(5);
+    start.filter = "info";
     sink.start(&start, &mut out).unwrap();
     // Names: a few plain ones (repeated, as call sites are) and some needing escapes.
     let names: Vec<String> = (0..12)
@@ -295,13 +291,10 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
         sink.event(&end, &mut out).unwrap();
     }
     let files: Vec<FileStatus> = Vec::new();
-    let end = Finish {
-        end_ns: ts,
-        dropped_records,
-        unclosed_spans: 0,
-        files: &files,
-        resources: Resources::default(),
-    };
+    let mut end = Finish::default();
+    end.end_ns = ts;
+    end.dropped_records = dropped_records;
+    end.files = &files;
     sink.finish(&end, &mut out).unwrap();
     out
 }
@@ -360,29 +353,20 @@ impl Write for Broken {
 #[test]
 fn a_write_error_is_reported_by_the_end() {
     let mut sink = ChromeSink::new();
-    let start = Start {
-        command: "c",
-        stem: "s",
-        pid: 1,
-        start_unix_ms: 0,
-        start_ns: 0,
-        startup_us: None,
-        filter: "info",
-        ..Default::default()
-    };
+    let mut start = Start::default();
+    start.command = "c";
+    start.stem = "s";
+    start.pid = 1;
+    start.filter = "info";
     let mut r = sink.start(&start, &mut Broken);
     let site = Site::new("x", "t", Level::INFO, None, None);
     for ts in 0..10 {
         r = r.and(sink.event(&Event::Instant { thread: 1, ts, site, fields: &[] }, &mut Broken));
     }
     let files: Vec<FileStatus> = Vec::new();
-    let end = Finish {
-        end_ns: 10,
-        dropped_records: 0,
-        unclosed_spans: 0,
-        files: &files,
-        resources: Resources::default(),
-    };
+    let mut end = Finish::default();
+    end.end_ns = 10;
+    end.files = &files;
     r = r.and(sink.finish(&end, &mut Broken));
     assert!(r.is_err());
 }

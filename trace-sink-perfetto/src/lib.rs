@@ -321,16 +321,14 @@ mod tests {
         Site::new("compile", "cabin::build", trace_core::Level::INFO, Some("src/build.rs"), Some(12));
 
     fn test_start() -> Start<'static> {
-        Start {
-            command: "build",
-            stem: "build-1-2-3",
-            pid: 4321,
-            start_unix_ms: 1,
-            start_ns: 10_000,
-            startup_us: None,
-            filter: "info",
-            ..Default::default()
-        }
+        let mut start = Start::default();
+        start.command = "build";
+        start.stem = "build-1-2-3";
+        start.pid = 4321;
+        start.start_unix_ms = 1;
+        start.start_ns = 10_000;
+        start.filter = "info";
+        start
     }
 
     #[test]

@@ -1,4 +1,8 @@
 //! The model of `<stem>.timings.json`, format 2, field by field.
+//!
+//! Each struct may gain fields as the format does (a new field does not
+//! change `format_version`), so they are `#[non_exhaustive]`: read them
+//! field by field, and make them by reading a file ([`Timings::from_path`]).
 
 use std::collections::BTreeMap;
 
@@ -7,6 +11,7 @@ use trace_core::Since;
 
 /// The whole report. Every duration is in microseconds and every size in KiB,
 /// as the field names say.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
     /// The format's version: 2 (1 counted a child's peak from before an exec, and
@@ -72,6 +77,7 @@ pub struct Timings {
 }
 
 /// One trace file of the capture.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceFile {
     /// The sink that wrote it: `chrome` or `perfetto`.
@@ -86,6 +92,7 @@ pub struct TraceFile {
 }
 
 /// Totals of one span name (and target).
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SpanTotals {
     /// The span's name.
@@ -123,6 +130,7 @@ pub struct SpanTotals {
 /// differences of two readings, so what a process did before it exec'd the
 /// tool is never counted as the tool's; peaks are never summed.
 /// `self_max_rss_since` is `image_start` or `process_creation`.
+#[non_exhaustive]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceSummary {
     /// The capture's figures.
@@ -192,6 +200,7 @@ pub(crate) mod since_name {
 }
 
 /// What the capture knows of Ninja's actions in this run.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ninja {
     /// `not_run`, `available` or `unavailable`.
@@ -225,6 +234,7 @@ impl Ninja {
 }
 
 /// What an external lane (other than Ninja) holds.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lane {
     /// How many slices (e.g. test executables) it holds.
