@@ -136,6 +136,7 @@ mod record;
 mod sampler;
 mod session;
 mod sink;
+mod stacks;
 mod subscriber;
 #[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod test_child;
@@ -143,7 +144,8 @@ mod writer;
 
 pub use capture::ROOT_TARGET;
 pub use config::{
-    Config, ConfigError, ErrorKind, DEFAULT_CPU, DEFAULT_FILTER, DEFAULT_SAMPLE, MAX_SAMPLE, MIN_SAMPLE,
+    Config, ConfigError, ErrorKind, DEFAULT_CPU, DEFAULT_FILTER, DEFAULT_SAMPLE, MAX_SAMPLE, MAX_STACKS,
+    MIN_SAMPLE, MIN_STACKS,
 };
 pub use event::{
     instant_name, Event, Field, FileStatus, Finish, FlowKind, LaneReport, LaneSlice, Level, ProcessSample,
@@ -154,3 +156,4 @@ pub use layer::CaptureLayer;
 pub use os::ChildUsage;
 pub use session::{bind, current, new_stem, spawn, Handle, Report, Session, PARTIAL_SUFFIX};
 pub use sink::{CheckedWriter, Sink};
+pub use stacks::{CpuStacks, FoldedStacksSink, SpanSamples, FOLDED_SUFFIX};

@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let finished = Instant::now();
     let stacks = sampler.finish();
     let finish_time = finished.elapsed();
-    stacks.write_folded(std::io::stdout(), |_| vec!["main".to_string()])?;
+    stacks.write_folded(std::io::stdout(), |_, _| vec!["main".to_string()])?;
     if let Some(path) = std::env::args_os().nth(1) {
         let mut trace = trace_stacks::perfetto_clock_snapshot(
             clock_ns(libc::CLOCK_BOOTTIME),

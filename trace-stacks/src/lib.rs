@@ -39,7 +39,7 @@
 //! for i in 0..50_000_000u64 { x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i)); }
 //! let stacks = sampler.finish();
 //! println!("{} samples, {} not unwound", stacks.counts.taken, stacks.counts.not_unwound);
-//! stacks.write_folded(std::io::stdout(), |_| Vec::new())?;
+//! stacks.write_folded(std::io::stdout(), |_, _| Vec::new())?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
