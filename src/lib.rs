@@ -208,6 +208,10 @@ impl Capture {
             });
             sinks.push(Box::new(sink));
         }
+        // Only when asked for (`<P>_TRACE_STACKS`): folded stacks for flame graphs.
+        if config.stacks().is_some() {
+            sinks.push(Box::new(trace_core::FoldedStacksSink));
+        }
         // The summary goes last: it reports whether the others' files are complete.
         sinks.push(Box::new(trace_summary::SummarySink::new()));
         sinks

@@ -117,7 +117,7 @@ pub fn check_schema(file: &Path) -> std::process::Output {
     );
     std::process::Command::new(&python)
         .arg(root.join("tools/validate_json_schema.py"))
-        .arg(root.join("trace-summary/schema/timings-v2.schema.json"))
+        .arg(root.join("trace-summary/schema/timings-v3.schema.json"))
         .arg(file)
         .output()
         .unwrap()
