@@ -31,6 +31,9 @@ mod resources;
 // The official schema's decoders and the JSON Schema validator (Linux).
 #[cfg(unix)]
 mod samples;
+// perf events, Perfetto's trace processor and speedscope in Chromium (Linux).
+#[cfg(target_os = "linux")]
+mod stacks;
 mod summary;
 mod support;
 // Perfetto's trace processor, installed by the test set-up (Linux).

@@ -351,7 +351,11 @@ impl Session {
         let stacks = self.core.threads.stacks.finish(self.stacks, self.stacks_error.clone());
         let outcome = match self.core.writer.end() {
             Ended::Thread(writer) => {
-                let _ = self.core.threads.handoff.tx.send(Msg::Finish { end_rel, resources, stacks: Box::new(stacks) });
+                let _ = self.core.threads.handoff.tx.send(Msg::Finish {
+                    end_rel,
+                    resources,
+                    stacks: Box::new(stacks),
+                });
                 writer.join().ok().flatten()
             }
             // Nothing was ever sent: the records are all in the threads'

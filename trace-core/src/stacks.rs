@@ -33,6 +33,8 @@ pub(crate) struct StacksSampler {
     sampler: Mutex<Option<trace_stacks::Sampler>>,
     /// Threads whose perf event could not be opened.
     threads_refused: std::sync::atomic::AtomicU64,
+    /// Set once sampling started, and kept after the finish took the sampler.
+    started: std::sync::atomic::AtomicBool,
 }
 
 impl StacksSampler {
@@ -42,6 +44,7 @@ impl StacksSampler {
         {
             let sampler = trace_stacks::Sampler::start(interval).map_err(|e| e.to_string())?;
             *self.sampler.lock() = Some(sampler);
+            self.started.store(true, std::sync::atomic::Ordering::Release);
             Ok(())
         }
         #[cfg(not(feature = "stacks"))]
@@ -51,16 +54,10 @@ impl StacksSampler {
         }
     }
 
-    /// Whether sampling runs.
-    pub(crate) fn is_on(&self) -> bool {
-        #[cfg(feature = "stacks")]
-        {
-            self.sampler.lock().is_some()
-        }
-        #[cfg(not(feature = "stacks"))]
-        {
-            false
-        }
+    /// Whether sampling started (it may have finished since: the writer
+    /// may start only at the finish).
+    pub(crate) fn started(&self) -> bool {
+        self.started.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Samples thread `tid` (the calling thread, as it registers) from now on.
@@ -116,8 +113,8 @@ pub(crate) struct SpanIntervals {
 
 impl SpanIntervals {
     /// Keeps the interval of a span that ended on its thread (the capture's
-    /// root span aside: every sample lies in it).
-    pub(crate) fn observe(&mut self, event: &Event<'_>) {
+    /// root span aside: every sample lies in it); other events are ignored.
+    pub(crate) fn span_end(&mut self, event: &Event<'_>) {
         if let Event::SpanEnd { thread, ts, begin_ts, site, .. } = event {
             if site.target == ROOT_TARGET {
                 return;
@@ -367,18 +364,10 @@ mod tests {
     fn each_sample_finds_the_spans_open_around_it_on_its_own_thread_outermost_first() {
         let mut intervals = SpanIntervals::default();
         intervals.names = vec!["build".into(), "compile".into(), "link".into(), "other".into()];
-        intervals.spans = vec![
-            (1, 100, 200, 1),
-            (1, 210, 250, 2),
-            (1, 0, 1000, 0),
-            (2, 0, 1000, 3),
-            (1, 120, 130, 2),
-        ];
+        intervals.spans =
+            vec![(1, 100, 200, 1), (1, 210, 250, 2), (1, 0, 1000, 0), (2, 0, 1000, 3), (1, 120, 130, 2)];
         let samples = [(1, 50), (1, 125), (1, 150), (2, 150), (1, 205), (1, 220), (1, 2000), (3, 10)];
         let got = intervals.enclosing(&samples);
-        assert_eq!(
-            got,
-            [vec![0], vec![0, 1, 2], vec![0, 1], vec![3], vec![0], vec![0, 2], vec![], vec![]]
-        );
+        assert_eq!(got, [vec![0], vec![0, 1, 2], vec![0, 1], vec![3], vec![0], vec![0, 2], vec![], vec![]]);
     }
 }

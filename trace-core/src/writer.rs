@@ -299,15 +299,12 @@ impl Writer {
             unclosed: 0,
             scratch: Default::default(),
             span_lives: span_lives::SpanLives::default(),
-            intervals: threads.stacks.is_on().then(SpanIntervals::default),
+            intervals: threads.stacks.started().then(SpanIntervals::default),
             threads,
         }
     }
 
     fn emit(&mut self, event: &Event<'_>) {
-        if let Some(intervals) = self.intervals.as_mut() {
-            intervals.observe(event);
-        }
         feed(&mut self.sinks, event);
     }
 
@@ -560,6 +557,9 @@ impl Writer {
             unclosed,
             cpu: open.begin_cpu.zip(end_cpu).map(|(begin_ns, end_ns)| ThreadCpu::new(begin_ns, end_ns)),
         };
+        if let Some(intervals) = self.intervals.as_mut() {
+            intervals.span_end(&event);
+        }
         feed(&mut self.sinks, &event);
         a.put(all);
         b.put(recorded);
@@ -742,6 +742,9 @@ impl Writer {
             cpu,
         };
         feed(&mut self.sinks, &begin);
+        if let Some(intervals) = self.intervals.as_mut() {
+            intervals.span_end(&end);
+        }
         feed(&mut self.sinks, &end);
         scratch.put(fields);
         true
@@ -893,7 +896,13 @@ impl Writer {
         None
     }
 
-    fn finish(mut self, rx: &Receiver<Msg>, end_rel: u64, resources: Resources, stacks: StacksEnd) -> Outcome {
+    fn finish(
+        mut self,
+        rx: &Receiver<Msg>,
+        end_rel: u64,
+        resources: Resources,
+        stacks: StacksEnd,
+    ) -> Outcome {
         // Close every thread's buffer, then take in what was sent before the
         // close, then the buffers' remainders.
         let remainders: Vec<(u32, Taken)> = {
