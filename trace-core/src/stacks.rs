@@ -362,10 +362,17 @@ mod tests {
 
     #[test]
     fn each_sample_finds_the_spans_open_around_it_on_its_own_thread_outermost_first() {
-        let mut intervals = SpanIntervals::default();
-        intervals.names = vec!["build".into(), "compile".into(), "link".into(), "other".into()];
-        intervals.spans =
-            vec![(1, 100, 200, 1), (1, 210, 250, 2), (1, 0, 1000, 0), (2, 0, 1000, 3), (1, 120, 130, 2)];
+        let mut intervals = SpanIntervals {
+            names: vec!["build".into(), "compile".into(), "link".into(), "other".into()],
+            index: HashMap::new(),
+            spans: vec![
+                (1, 100, 200, 1),
+                (1, 210, 250, 2),
+                (1, 0, 1000, 0),
+                (2, 0, 1000, 3),
+                (1, 120, 130, 2),
+            ],
+        };
         let samples = [(1, 50), (1, 125), (1, 150), (2, 150), (1, 205), (1, 220), (1, 2000), (3, 10)];
         let got = intervals.enclosing(&samples);
         assert_eq!(got, [vec![0], vec![0, 1, 2], vec![0, 1], vec![3], vec![0], vec![0, 2], vec![], vec![]]);

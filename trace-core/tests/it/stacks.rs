@@ -13,8 +13,10 @@ use crate::collect::{Front, FRONTS};
 
 /// What the sink got from `Sink::stacks`: the status and, per span name, the
 /// samples.
+type Heard = (Option<Duration>, Option<String>, bool, Vec<(String, u64)>);
+
 #[derive(Clone, Default)]
-struct Got(Arc<Mutex<Option<(Option<Duration>, Option<String>, bool, Vec<(String, u64)>)>>>);
+struct Got(Arc<Mutex<Option<Heard>>>);
 
 struct StacksSink(Got);
 
@@ -60,6 +62,7 @@ fn session(front: Front, stacks: Option<&str>) -> (Session, Got) {
 }
 
 /// Spins for `cpu` of the thread's CPU time.
+#[cfg(all(feature = "stacks", target_os = "linux", target_arch = "x86_64"))]
 fn spin(cpu: Duration) {
     let until = trace_core::os::thread_cpu_ns().unwrap() + cpu.as_nanos() as u64;
     let mut x = 1u64;
