@@ -20,7 +20,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use criterion::Throughput;
-use trace_core::{Event, Field, Finish, Level, Resources, Sink, Site, Start, Value};
+use trace_core::{Event, Field, Finish, Level, Sink, Site, Start, Value};
 
 mod support;
 
@@ -161,16 +161,12 @@ struct Fed {
 
 impl Fed {
     fn start(which: Which, keep: bool) -> Fed {
-        let start = Start {
-            command: "bench",
-            stem: "bench-0-0-0",
-            pid: std::process::id(),
-            start_unix_ms: 0,
-            start_ns: START_NS,
-            startup_us: None,
-            filter: "info",
-            ..Default::default()
-        };
+        let mut start = Start::default();
+        start.command = "bench";
+        start.stem = "bench-0-0-0";
+        start.pid = std::process::id();
+        start.start_ns = START_NS;
+        start.filter = "info";
         let sinks = which
             .sinks()
             .into_iter()
@@ -200,13 +196,9 @@ impl Fed {
         self.sinks
             .into_iter()
             .map(|(mut sink, counts, mut out)| {
-                let end = Finish {
-                    end_ns: u64::MAX / 2,
-                    dropped_records: 0,
-                    unclosed_spans: 0,
-                    files: &files,
-                    resources: Resources::default(),
-                };
+                let mut end = Finish::default();
+                end.end_ns = u64::MAX / 2;
+                end.files = &files;
                 sink.finish(&end, &mut out).expect("finish");
                 files.push(trace_core::FileStatus {
                     sink: sink.name().to_string(),

@@ -11,8 +11,8 @@ set -eu
 cd "$(dirname "$0")/.."
 
 CC_aarch64_apple_darwin=clang AR_aarch64_apple_darwin=llvm-ar CFLAGS_aarch64_apple_darwin=-ffreestanding \
-    cargo clippy --workspace --all-targets --target aarch64-apple-darwin -- -D warnings
+    cargo clippy --locked --workspace --all-targets --target aarch64-apple-darwin -- -D warnings
 
 CC_x86_64_pc_windows_msvc=clang AR_x86_64_pc_windows_msvc=llvm-ar \
     CFLAGS_x86_64_pc_windows_msvc="-ffreestanding -U_MSC_VER" \
-    cargo clippy --workspace --all-targets --target x86_64-pc-windows-msvc -- -D warnings
+    cargo clippy --locked --workspace --all-targets --target x86_64-pc-windows-msvc -- -D warnings

@@ -24,8 +24,8 @@ export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 started=$(date +%s)
 status=0
 # The façade's tests run its examples, which `--tests` does not build.
-cargo build --target x86_64-pc-windows-gnu -p cabin-trace --examples
-timeout "${WINDOWS_TEST_TIMEOUT:-1200}" cargo test --target x86_64-pc-windows-gnu \
+cargo build --locked --target x86_64-pc-windows-gnu -p cabin-trace --examples
+timeout "${WINDOWS_TEST_TIMEOUT:-1200}" cargo test --locked --target x86_64-pc-windows-gnu \
     --no-fail-fast -p trace-core -p cabin-trace --lib --tests "$@" || status=$?
 # Leave no Wine server behind for the next step.
 wineserver --kill 2>/dev/null || true

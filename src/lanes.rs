@@ -116,7 +116,7 @@ pub fn run_ninja(cmd: &mut Command, log: impl AsRef<Path>) -> io::Result<NinjaRu
     }
     let delta = match snapshot {
         Ok(s) => s.delta(log).with_exit_status(status.success()),
-        Err(e) => Delta::Unavailable { reason: format!("the log before the run could not be read: {e}") },
+        Err(e) => Delta::unavailable(format!("the log before the run could not be read: {e}")),
     };
     let handle = trace_core::current();
     let mut uncertainty_ns = wall_ns;

@@ -8,14 +8,30 @@
 //! summary), and on request `<dir>/<stem>.otlp.json` (OpenTelemetry); unset,
 //! the command runs as if this crate were not there.
 //!
+//! # Where to start
+//!
+//! - **A tool** wraps each command in [`run`] (the `CABIN_` prefix) or
+//!   [`Capture::from_env`]`(prefix)?.`[`run`](Capture::run) (its own), and
+//!   starts its threads and children through [`spawn`], [`bind`],
+//!   [`command`] and [`run_child`]. Nothing else is needed; the example below
+//!   is a whole tool.
+//! - **A sink** (a trace format of your own) implements [`Sink`]: it receives
+//!   a [`Start`](trace_core::Start), the capture's
+//!   [`Event`](trace_core::Event)s in time order and a
+//!   [`Finish`](trace_core::Finish) on the writer thread, and is given to
+//!   [`Session::start`] with the others.
+//! - **A reader of `timings.json`** calls [`Timings::from_path`]: the model of
+//!   the summary, documented field by field, refusing any other
+//!   `format_version`.
+//!
 //! # The map of the workspace
 //!
 //! | crate | what it holds |
 //! | --- | --- |
 //! | [`trace_core`] | configuration, scoping, the hot path, the event model, the [`Sink`] trait, the writer thread, files |
-//! | [`trace_sink_chrome`] | the Chrome trace-event JSON sink |
-//! | [`trace_sink_perfetto`] | the native Perfetto protobuf sink |
-//! | [`trace_sink_otlp`] | the OpenTelemetry sink: OTLP/JSON traces in a file, for CI to send to a collector |
+//! | [`trace_sink_chrome`](https://docs.rs/trace-sink-chrome) | the Chrome trace-event JSON sink (feature `chrome`) |
+//! | [`trace_sink_perfetto`](https://docs.rs/trace-sink-perfetto) | the native Perfetto protobuf sink (feature `perfetto`) |
+//! | [`trace_sink_otlp`](https://docs.rs/trace-sink-otlp) | the OpenTelemetry sink: OTLP/JSON traces in a file, for CI to send to a collector (feature `otlp`) |
 //! | [`trace_summary`] | the `timings.json` summary: model, aggregation, reader |
 //! | [`ninja_log`] | what one Ninja run added to `.ninja_log` |
 //!
@@ -52,17 +68,25 @@
 //! | --- | --- |
 //! | `CABIN_TRACE_DIR` | turns capture on; the directory is created if missing |
 //! | `CABIN_TRACE_FILTER` | `Targets` directives, e.g. `info,cabin_resolver=debug`; default `info` |
-//! | `CABIN_TRACE_FORMAT` | comma list of `chrome`, `perfetto`, `otlp`; default `chrome,perfetto`. The summary is always written |
+//! | `CABIN_TRACE_FORMAT` | comma list of `chrome`, `perfetto`, `otlp`; default: [`FORMATS`], `chrome,perfetto` with the default features. The summary is always written. A format this build left out is refused, naming the feature that compiles it in |
 //! | `CABIN_TRACE_CPU` | the least severe level whose spans record their thread CPU time: a level or `off`; default `info` |
 //! | `CABIN_TRACE_SAMPLE` | the interval of the resident-memory and CPU counters, `1ms` to `1s` (e.g. `10ms`), or `off`; default `10ms` |
 //! | `CABIN_TRACE_STACKS` | sampled CPU call stacks of the capture's threads, one per `1ms` to `100ms` of a thread's CPU time, or `off`; default `off`. Adds `<stem>.stacks.folded`, samples in the `.pftrace` and the summary's `stacks` block (docs/stacks.md). Needs the `stacks` feature (default; nothing runs while the variable is unset) |
 //! | `CABIN_TRACE_CHILDREN` | `1`: children started through [`command`], [`run_ninja`] or [`run_test`] that use these crates (under any prefix) capture themselves into this directory, in this capture's family; `0` (default): only those whose own `<P>_TRACE_DIR` is set. See docs/family.md |
 //! | `TRACEPARENT`, `CABIN_TRACE_PARENT` | set on children by [`command`]; read at the start of a capture (a malformed value is a one-line warning and ignored) |
-//! | `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES` | with `otlp`: the resource of the OTLP file (see [`trace_sink_otlp`]); a malformed value is a warning, and the file is written without it |
+//! | `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES` | with `otlp`: the resource of the OTLP file (see [`trace_sink_otlp`](https://docs.rs/trace-sink-otlp)); a malformed value is a warning, and the file is written without it |
 //!
 //! Another tool uses its own prefix: `Capture::from_env("KACHE")` reads
 //! `KACHE_TRACE_DIR` and so on. Every value is checked before the command runs;
 //! a bad one is an error naming the variable, and no file is created.
+//!
+//! # Features
+//!
+//! Each trace format is a feature, so that a tool compiles only the formats it
+//! writes: `chrome` and `perfetto` (both default), and `otlp`. The summary is
+//! always written. With a format left out, `<P>_TRACE_FORMAT` naming it
+//! refuses the command before any file exists, with an error that names the
+//! feature to enable; the default list holds only the formats compiled in.
 //!
 //! # Threads and logging
 //!
@@ -123,13 +147,49 @@ pub use trace_summary::Timings;
 pub const CABIN_PREFIX: &str = "CABIN";
 
 /// The trace formats written when `<P>_TRACE_FORMAT` is unset, in its
-/// spelling: every format but `otlp`, which is for CI fleets that send traces
-/// on to a collector. (A configuration built with these as its known formats
-/// writes exactly these.)
-pub const FORMATS: &[&str] = &[trace_sink_chrome::NAME, trace_sink_perfetto::NAME];
+/// spelling: those of `chrome` and `perfetto` this build compiled in; never
+/// `otlp`, which is for CI fleets that send traces on to a collector. (A
+/// configuration built with these as its known formats writes exactly these.)
+pub const FORMATS: &[&str] = &[
+    #[cfg(feature = "chrome")]
+    trace_sink_chrome::NAME,
+    #[cfg(feature = "perfetto")]
+    trace_sink_perfetto::NAME,
+];
 
-/// Every trace format a capture can write, `otlp` included.
-pub const ALL_FORMATS: &[&str] = &[trace_sink_chrome::NAME, trace_sink_perfetto::NAME, trace_sink_otlp::NAME];
+/// Every trace format this build can write: one for each format feature
+/// enabled (`chrome`, `perfetto`, `otlp`).
+pub const ALL_FORMATS: &[&str] = &[
+    #[cfg(feature = "chrome")]
+    trace_sink_chrome::NAME,
+    #[cfg(feature = "perfetto")]
+    trace_sink_perfetto::NAME,
+    #[cfg(feature = "otlp")]
+    trace_sink_otlp::NAME,
+];
+
+/// Every trace format the crates can write, compiled in or not; each is also
+/// the name of the feature of this crate that compiles it in.
+const KNOWN_FORMATS: &[&str] = &["chrome", "perfetto", "otlp"];
+
+/// Refuses a configuration that asks for a format missing from `compiled`
+/// (this build's [`ALL_FORMATS`]), naming the feature that would compile it in.
+fn refuse_left_out(config: &Config, compiled: &[&str]) -> Result<(), ConfigError> {
+    let Some(left_out) = config.formats().iter().find(|f| !compiled.contains(&f.as_str())) else {
+        return Ok(());
+    };
+    let writes = if compiled.is_empty() { "only the summary".to_string() } else { compiled.join(", ") };
+    Err(ConfigError::new(
+        format!("{}_TRACE_FORMAT", config.prefix()),
+        config.formats().join(","),
+        ErrorKind::Format,
+        &format!(
+            "names `{left_out}`, a format this build of cabin-trace left out (it writes {writes}); \
+             enable the feature `{left_out}` of the cabin-trace crate \
+             (`cabin-trace = {{ features = [\"{left_out}\"] }}`), or take `{left_out}` out of the list"
+        ),
+    ))
+}
 
 type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
@@ -155,7 +215,7 @@ impl Capture {
     /// ```
     pub fn from_env(prefix: &str) -> Result<Capture, ConfigError> {
         Ok(Capture {
-            config: Config::from_env_with_defaults(prefix, ALL_FORMATS, FORMATS)?,
+            config: Config::from_env_with_defaults(prefix, KNOWN_FORMATS, FORMATS)?,
             layers: Vec::new(),
         })
     }
@@ -189,14 +249,22 @@ impl Capture {
         self
     }
 
+    // A build without any format feature writes only the summary.
+    #[cfg_attr(
+        not(any(feature = "chrome", feature = "perfetto", feature = "otlp")),
+        allow(unused_variables, clippy::vec_init_then_push)
+    )]
     fn sinks(config: &Config) -> Vec<Box<dyn Sink>> {
         let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+        #[cfg(feature = "chrome")]
         if config.wants(trace_sink_chrome::NAME) {
             sinks.push(Box::new(trace_sink_chrome::ChromeSink::new()));
         }
+        #[cfg(feature = "perfetto")]
         if config.wants(trace_sink_perfetto::NAME) {
             sinks.push(Box::new(trace_sink_perfetto::PerfettoSink::new()));
         }
+        #[cfg(feature = "otlp")]
         if config.wants(trace_sink_otlp::NAME) {
             let sink = trace_sink_otlp::OtlpSink::try_from_env().unwrap_or_else(|e| {
                 eprintln!("warning: {e}; the OTLP trace is written without these resource attributes");
@@ -220,7 +288,8 @@ impl Capture {
 
     /// Runs `command` under capture and returns its result.
     ///
-    /// Fails only before the command runs, when the directory cannot be used.
+    /// Fails only before the command runs: when the directory cannot be used,
+    /// or the configuration asks for a format this build left out.
     /// Problems while writing are printed on stderr as one-line warnings; they
     /// never change the result.
     pub fn run<T>(self, command: &str, f: impl FnOnce() -> T) -> Result<T, ConfigError> {
@@ -244,6 +313,7 @@ impl Capture {
             };
             return Ok((value, None));
         };
+        refuse_left_out(&config, ALL_FORMATS)?;
         for warning in config.warnings() {
             eprintln!("{warning}");
         }
@@ -290,4 +360,52 @@ pub fn command(cmd: &mut std::process::Command) -> &mut std::process::Command {
 /// did not run. `Ok` holds the command's own result, unchanged.
 pub fn run<T>(command: &str, f: impl FnOnce() -> T) -> Result<T, ConfigError> {
     Capture::from_env(CABIN_PREFIX)?.run(command, f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(format: &str) -> Config {
+        let dir = std::env::temp_dir();
+        Config::from_lookup("KACHE", KNOWN_FORMATS, |name| match name {
+            "KACHE_TRACE_DIR" => Some(dir.clone().into()),
+            "KACHE_TRACE_FORMAT" => Some(format.into()),
+            _ => None,
+        })
+        .unwrap()
+        .unwrap()
+    }
+
+    #[test]
+    fn a_format_the_build_left_out_is_refused_naming_the_variable_the_value_and_the_feature() {
+        let error = refuse_left_out(&config("chrome, otlp"), &["chrome", "perfetto"]).unwrap_err();
+        assert_eq!(error.variable(), "KACHE_TRACE_FORMAT");
+        assert_eq!(error.value(), "chrome,otlp");
+        assert_eq!(error.kind(), ErrorKind::Format);
+        assert_eq!(
+            error.to_string(),
+            "KACHE_TRACE_FORMAT=`chrome,otlp`: names `otlp`, a format this build of cabin-trace left out \
+             (it writes chrome, perfetto); enable the feature `otlp` of the cabin-trace crate \
+             (`cabin-trace = { features = [\"otlp\"] }`), or take `otlp` out of the list"
+        );
+    }
+
+    #[test]
+    fn a_build_without_formats_says_it_writes_only_the_summary() {
+        let error = refuse_left_out(&config("perfetto"), &[]).unwrap_err();
+        assert!(error.to_string().contains("(it writes only the summary)"), "{error}");
+    }
+
+    #[test]
+    fn formats_the_build_compiled_in_are_accepted() {
+        assert!(refuse_left_out(&config("perfetto,chrome"), &["chrome", "perfetto"]).is_ok());
+    }
+
+    #[test]
+    fn the_known_formats_are_the_sinks_own_names_and_the_defaults_leave_otlp_out() {
+        // The tests build with every format feature (the dev-dependency on itself).
+        assert_eq!(ALL_FORMATS, KNOWN_FORMATS);
+        assert_eq!(FORMATS, ["chrome", "perfetto"]);
+    }
 }

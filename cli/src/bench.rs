@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use trace_compare::samples::{Sample, Samples, Scenario, ToolInfo, SAMPLES_FORMAT_VERSION};
+use trace_compare::samples::{Sample, Samples, Scenario};
 use trace_compare::stats::SplitMix64;
 
 use crate::compare::{OutputArgs, RuleArgs};
@@ -161,16 +161,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     machine.load_average_end = machine::load_average();
 
-    let samples = Samples {
-        format_version: SAMPLES_FORMAT_VERSION,
-        tool: ToolInfo { name: "cabin-trace".into(), version: env!("CARGO_PKG_VERSION").into() },
-        created_unix_ms: created,
-        seed,
-        trace_dir_variable: trace_var,
-        machine,
-        labels: labels.clone(),
-        scenarios,
-    };
+    let mut samples = Samples::default();
+    samples.tool.name = "cabin-trace".into();
+    samples.tool.version = env!("CARGO_PKG_VERSION").into();
+    samples.created_unix_ms = created;
+    samples.seed = seed;
+    samples.trace_dir_variable = trace_var;
+    samples.machine = machine;
+    samples.labels = labels.clone();
+    samples.scenarios = scenarios;
     write_json(&samples_path, &samples)?;
     eprintln!("bench: wrote {} (seed {seed})", samples_path.display());
 
@@ -219,17 +218,16 @@ fn run_scenario(
         let run_dir = dir.join(format!("{}-{block}", c.info.label));
         let o = run::run(c, workdir, trace_var, &run_dir)?;
         let (timings_file, timings, timings_note) = run::timings(&run_dir, out_dir);
-        let mut sample = Sample {
-            label: c.info.label.clone(),
-            block,
-            position: position[block as usize],
-            process: o,
-            trace_dir: run_dir.join("trace").strip_prefix(out_dir).unwrap_or(&run_dir).display().to_string(),
-            timings_file,
-            timings,
-            timings_note,
-            checks: Vec::new(),
-        };
+        let mut sample = Sample::default();
+        sample.label = c.info.label.clone();
+        sample.block = block;
+        sample.position = position[block as usize];
+        sample.process = o;
+        sample.trace_dir =
+            run_dir.join("trace").strip_prefix(out_dir).unwrap_or(&run_dir).display().to_string();
+        sample.timings_file = timings_file;
+        sample.timings = timings;
+        sample.timings_note = timings_note;
         let metrics = sample.metrics();
         sample.checks = p.checks.iter().map(|ch| ch.eval(o.exit_code, &metrics)).collect();
         if let Some(failed) = sample.checks.iter().find(|c| !c.passed) {
@@ -249,18 +247,18 @@ fn run_scenario(
         bar.inc(1);
     }
     let labels: Vec<&str> = p.commands.iter().map(|c| c.info.label.as_str()).collect();
-    Ok(Scenario {
-        name: p.name.clone(),
-        workdir: p.workdir.as_ref().map(|w| w.display().to_string()),
-        prepare: p.prepare.clone(),
-        runs: p.runs,
-        warmups: p.warmups,
-        schedule: if interleaved { "interleaved" } else { "sequential" }.into(),
-        checks: p.checks.iter().map(|c| c.text().to_string()).collect(),
-        commands: p.commands.iter().map(|c| c.info.clone()).collect(),
-        order: order.iter().map(|o| o.iter().map(|&l| labels[l].to_string()).collect()).collect(),
-        samples,
-    })
+    let mut scenario = Scenario::default();
+    scenario.name = p.name.clone();
+    scenario.workdir = p.workdir.as_ref().map(|w| w.display().to_string());
+    scenario.prepare = p.prepare.clone();
+    scenario.runs = p.runs;
+    scenario.warmups = p.warmups;
+    scenario.schedule = if interleaved { "interleaved" } else { "sequential" }.into();
+    scenario.checks = p.checks.iter().map(|c| c.text().to_string()).collect();
+    scenario.commands = p.commands.iter().map(|c| c.info.clone()).collect();
+    scenario.order = order.iter().map(|o| o.iter().map(|&l| labels[l].to_string()).collect()).collect();
+    scenario.samples = samples;
+    Ok(scenario)
 }
 
 /// A scenario name as a directory name.

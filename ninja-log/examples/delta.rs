@@ -41,7 +41,7 @@ fn main() -> ExitCode {
         }
     }
     let value = match snapshot.delta(after) {
-        Delta::Available { actions, notes } => json!({
+        Delta::Available { actions, notes, .. } => json!({
             "status": "available",
             "actions": actions
                 .iter()
@@ -55,7 +55,7 @@ fn main() -> ExitCode {
                 .collect::<Vec<_>>(),
             "notes": notes,
         }),
-        Delta::Unavailable { reason } => json!({
+        Delta::Unavailable { reason, .. } => json!({
             "status": "unavailable",
             "reason": reason,
         }),

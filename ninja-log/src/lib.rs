@@ -65,7 +65,7 @@
 //!         assert_eq!(actions[0].outputs, ["b.h", "b.c"]);
 //!         assert_eq!((actions[0].start_ms, actions[0].end_ms), (0, 7));
 //!     }
-//!     Delta::Unavailable { reason } => panic!("{reason}"),
+//!     Delta::Unavailable { reason, .. } => panic!("{reason}"),
 //! }
 //! ```
 //!
@@ -241,7 +241,7 @@ impl Snapshot {
     ///         assert_eq!(first.outputs, ["b.h", "b.c"]);
     ///         assert_eq!((first.start_ms, first.end_ms, first.hash), (0, 7, "beef"));
     ///     }
-    ///     DeltaRef::Unavailable { reason } => panic!("{reason}"),
+    ///     DeltaRef::Unavailable { reason, .. } => panic!("{reason}"),
     /// }
     /// ```
     ///
@@ -266,9 +266,13 @@ const FAILED: &str = "Ninja exited with a failure: the log holds only actions th
                       the action that failed, and any stopped with it, are absent";
 
 /// What one Ninja run added to its log.
+///
+/// Each variant may gain fields: match with `..`, and make one with
+/// [`Delta::available`] or [`Delta::unavailable`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Delta {
     /// The run's actions, sure to be all the log holds of this run.
+    #[non_exhaustive]
     Available {
         /// In the order Ninja finished them (the order of their first lines).
         actions: Vec<Action>,
@@ -280,6 +284,7 @@ pub enum Delta {
         notes: Vec<String>,
     },
     /// The log could not be followed, so the run's actions are unknown.
+    #[non_exhaustive]
     Unavailable {
         /// Why, starting with `path:` or `path:line:` and quoting what was
         /// found there.
@@ -288,6 +293,17 @@ pub enum Delta {
 }
 
 impl Delta {
+    /// A delta whose actions are known.
+    pub fn available(actions: Vec<Action>, notes: Vec<String>) -> Delta {
+        Delta::Available { actions, notes }
+    }
+
+    /// A delta whose actions are unknown, and why (start with `path:` or
+    /// `path:line:`).
+    pub fn unavailable(reason: impl Into<String>) -> Delta {
+        Delta::Unavailable { reason: reason.into() }
+    }
+
     /// Records Ninja's exit status. After a failure, an available delta gets
     /// a note that the action that failed is absent: Ninja logs only the
     /// actions that succeeded. An unavailable delta is returned unchanged.
@@ -333,6 +349,9 @@ impl Delta {
 }
 
 /// One action of the run: a command Ninja ran and that succeeded.
+///
+/// It may gain fields; [`Action::new`] makes one.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Action {
     /// When the command started, in milliseconds since Ninja's clock started.
@@ -352,6 +371,18 @@ pub struct Action {
 }
 
 impl Action {
+    /// An action that ran from `start_ms` to `end_ms` on the clock of
+    /// `epoch`, wrote `outputs`, and whose command line hashes to `hash`.
+    pub fn new(
+        start_ms: u64,
+        end_ms: u64,
+        outputs: Vec<String>,
+        hash: impl Into<String>,
+        epoch: u32,
+    ) -> Action {
+        Action { start_ms, end_ms, outputs, hash: hash.into(), epoch }
+    }
+
     /// How long the command ran, in milliseconds.
     pub fn duration_ms(&self) -> u64 {
         self.end_ms - self.start_ms
@@ -362,9 +393,12 @@ impl Action {
 /// after the run ([`Snapshot::delta_ref`]): [`Delta`] without a copy of each
 /// action. [`DeltaRef::into_delta`] makes the [`Delta`] that
 /// [`Snapshot::delta_from_bytes`] returns.
+///
+/// Each variant may gain fields: match with `..`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DeltaRef<'a> {
     /// The run's actions, sure to be all the log holds of this run.
+    #[non_exhaustive]
     Available {
         /// In the order Ninja finished them (the order of their first lines).
         actions: Actions<'a>,
@@ -372,6 +406,7 @@ pub enum DeltaRef<'a> {
         notes: Vec<String>,
     },
     /// The log could not be followed, so the run's actions are unknown.
+    #[non_exhaustive]
     Unavailable {
         /// As in [`Delta::Unavailable`].
         reason: String,
@@ -501,7 +536,8 @@ impl fmt::Debug for Actions<'_> {
 }
 
 /// One action of the run, as [`Action`] but lent: `'a` is the log after the
-/// run, `'d` the [`Actions`] it is one of.
+/// run, `'d` the [`Actions`] it is one of. It may gain fields, as [`Action`].
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ActionRef<'d, 'a> {
     /// When the command started, in milliseconds since Ninja's clock started.

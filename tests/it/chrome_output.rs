@@ -211,9 +211,10 @@ fn the_demo_traces_instant_is_named_after_its_message_with_its_level_and_locatio
     );
 }
 
-/// A sink that takes a millisecond every hundred events: the writer thread
-/// falls behind a flood of instants, and records are dropped.
-struct Slow(u64);
+/// A sink stuck once, on its first event, past the longest a recording thread
+/// waits for room: the writer falls behind a flood of instants, and records
+/// are dropped.
+pub(crate) struct Slow(pub(crate) u64);
 
 impl trace_core::Sink for Slow {
     fn name(&self) -> &'static str {

@@ -734,29 +734,6 @@ fn spawn_and_follows_from_flows_link_the_same_slices_from_an_instant_inside_the_
     }
 }
 
-/// A sink that is stuck once, past the longest a recording thread waits for
-/// room: the capture then drops records instead of waiting.
-struct StuckOnce(bool);
-
-impl trace_core::Sink for StuckOnce {
-    fn name(&self) -> &'static str {
-        "stuck"
-    }
-    fn suffix(&self) -> &'static str {
-        "stuck.txt"
-    }
-    fn event(&mut self, _: &trace_core::Event<'_>, _: &mut dyn std::io::Write) -> std::io::Result<()> {
-        if !self.0 {
-            self.0 = true;
-            std::thread::sleep(std::time::Duration::from_millis(1_300));
-        }
-        Ok(())
-    }
-    fn finish(&mut self, _: &trace_core::Finish<'_>, _: &mut dyn std::io::Write) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A capture of `f` into `dir` through `sinks`, with a small memory budget.
 fn capture_with(
     dir: &Path,
@@ -779,7 +756,7 @@ fn capture_with(
 fn records_dropped_by_a_stuck_writer_are_an_instant_and_a_counter_on_the_process_in_both_files() {
     let dir = tempfile::tempdir().unwrap();
     let sinks: Vec<Box<dyn trace_core::Sink>> = vec![
-        Box::new(StuckOnce(false)),
+        Box::new(crate::chrome_output::Slow(0)),
         Box::new(trace_sink_chrome::ChromeSink::new()),
         Box::new(trace_sink_perfetto::PerfettoSink::new()),
     ];

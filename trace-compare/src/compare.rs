@@ -15,6 +15,11 @@ use crate::stats::Spread;
 pub const REPORT_FORMAT_VERSION: u32 = 2;
 
 /// The comparison of two sides, as `compare --format json` writes it.
+///
+/// [`compare()`] makes it, or reading the JSON back; it and its parts
+/// ([`SideInfo`], [`GroupReport`], [`Row`]) may gain fields, so they are
+/// `#[non_exhaustive]`.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// [`REPORT_FORMAT_VERSION`].
@@ -64,6 +69,7 @@ impl Family {
 }
 
 /// A side's label and where it was read from.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SideInfo {
     /// Its label.
@@ -73,6 +79,7 @@ pub struct SideInfo {
 }
 
 /// The comparison of one group.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GroupReport {
     /// The group's name (the baseline's, or both joined by ` | ` when they
@@ -89,6 +96,7 @@ pub struct GroupReport {
 }
 
 /// The comparison of one metric.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// The metric's name (see [`Metric`]).

@@ -18,6 +18,7 @@ use crate::metric::{Group, Kind, Metric, Run, Side};
 pub const SAMPLES_FORMAT_VERSION: u32 = 1;
 
 /// The whole file.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Samples {
     /// [`SAMPLES_FORMAT_VERSION`].
@@ -40,7 +41,8 @@ pub struct Samples {
 }
 
 /// The tool that wrote the file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+#[derive(Clone, Default, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolInfo {
     /// `cabin-trace`.
     pub name: String,
@@ -49,7 +51,8 @@ pub struct ToolInfo {
 }
 
 /// The machine a session ran on.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+#[derive(Clone, Default, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
     /// The CPU's model name, when the system tells it.
     pub cpu_model: Option<String>,
@@ -70,7 +73,8 @@ pub struct Machine {
 }
 
 /// One scenario: a command template run under each label.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+#[derive(Clone, Default, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
     /// Its name.
     pub name: String,
@@ -100,7 +104,8 @@ pub struct Scenario {
 }
 
 /// The command of one label.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+#[derive(Clone, Default, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CommandInfo {
     /// The label.
     pub label: String,
@@ -114,7 +119,8 @@ pub struct CommandInfo {
 }
 
 /// A program file's identity.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+#[derive(Clone, Default, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Binary {
     /// Its resolved path.
     pub path: String,
@@ -125,7 +131,8 @@ pub struct Binary {
 }
 
 /// One measured run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+#[derive(Clone, Default, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// Its label.
     pub label: String,
@@ -150,6 +157,7 @@ pub struct Sample {
 }
 
 /// What one run's process measured.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Process {
     /// Wall time from spawn to reaped, on the monotonic clock, in ns.
@@ -169,7 +177,8 @@ pub struct Process {
 }
 
 /// One check of one run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+#[derive(Clone, Default, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckResult {
     /// The check, e.g. `ninja_actions == 0`.
     pub check: String,
@@ -177,6 +186,24 @@ pub struct CheckResult {
     pub passed: bool,
     /// The value found, `null` when the run did not record the metric.
     pub found: Option<f64>,
+}
+
+/// An empty session of the current format ([`SAMPLES_FORMAT_VERSION`]): the
+/// model's structs may gain fields (`#[non_exhaustive]`), so a writer starts
+/// from `default()` and sets the fields it knows.
+impl Default for Samples {
+    fn default() -> Samples {
+        Samples {
+            format_version: SAMPLES_FORMAT_VERSION,
+            tool: ToolInfo::default(),
+            created_unix_ms: 0,
+            seed: 0,
+            trace_dir_variable: String::new(),
+            machine: Machine::default(),
+            labels: Vec::new(),
+            scenarios: Vec::new(),
+        }
+    }
 }
 
 impl Sample {

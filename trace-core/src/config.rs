@@ -473,7 +473,11 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    pub(crate) fn new(variable: String, value: String, kind: ErrorKind, reason: &str) -> Self {
+    /// An error about `variable` set to `value`; `reason` says what was wrong
+    /// and what is expected, and follows `VARIABLE=`value`: ` in the message.
+    /// For a front-end that checks more than this crate does (the façade
+    /// refuses a format its build left out).
+    pub fn new(variable: String, value: String, kind: ErrorKind, reason: &str) -> Self {
         ConfigError { variable, value, kind, reason: reason.to_string() }
     }
 

@@ -410,8 +410,9 @@ impl FlowKind {
 
 /// Facts about the capture, given to each sink before the first event.
 ///
-/// Build one with `..Start::default()` for the fields a caller does not set, so
-/// that a field added later does not break it.
+/// It will gain fields, so it is `#[non_exhaustive]`: make one with
+/// `Start::default()` and set the fields you know.
+#[non_exhaustive]
 #[derive(Clone, Debug, Default)]
 pub struct Start<'a> {
     /// The command being captured, e.g. `build`.
@@ -507,7 +508,11 @@ pub struct FileStatus {
 }
 
 /// Facts about the end of the capture, given to each sink's `finish`.
-#[derive(Clone, Debug)]
+///
+/// It will gain fields, so it is `#[non_exhaustive]`: make one with
+/// `Finish::default()` and set the fields you know.
+#[non_exhaustive]
+#[derive(Clone, Debug, Default)]
 pub struct Finish<'a> {
     /// End of the capture, in monotonic nanoseconds.
     pub end_ns: u64,

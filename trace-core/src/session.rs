@@ -415,7 +415,9 @@ impl Drop for Session {
     }
 }
 
-/// What a finished capture wrote.
+/// What a finished capture wrote. It will gain fields (`#[non_exhaustive]`);
+/// [`Session::finish`] makes it.
+#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct Report {
     /// The files' stem.

@@ -8,30 +8,17 @@
 
 use crate::model::*;
 
-const VARINT: u32 = 0;
-const FIXED64: u32 = 1;
-const LEN: u32 = 2;
+use trace_proto_wire as wire;
 
+/// A message being written: proto3's rule (a field at its default value is
+/// left out) over the workspace's one protobuf writer.
 #[derive(Default)]
 struct Buf(Vec<u8>);
 
 impl Buf {
-    fn varint(&mut self, mut n: u64) {
-        while n >= 0x80 {
-            self.0.push((n as u8) | 0x80);
-            n >>= 7;
-        }
-        self.0.push(n as u8);
-    }
-
-    fn tag(&mut self, field: u32, wire: u32) {
-        self.varint(u64::from(field << 3 | wire));
-    }
-
     fn uint(&mut self, field: u32, n: u64) {
         if n != 0 {
-            self.tag(field, VARINT);
-            self.varint(n);
+            wire::put_uint(&mut self.0, field, n);
         }
     }
 
@@ -46,15 +33,13 @@ impl Buf {
 
     fn fixed64(&mut self, field: u32, n: u64) {
         if n != 0 {
-            self.tag(field, FIXED64);
-            self.0.extend_from_slice(&n.to_le_bytes());
+            wire::put_fixed64(&mut self.0, field, n);
         }
     }
 
     fn double(&mut self, field: u32, x: f64) {
         // Written even at zero when it is the member of a oneof (the caller decides).
-        self.tag(field, FIXED64);
-        self.0.extend_from_slice(&x.to_le_bytes());
+        wire::put_double(&mut self.0, field, x);
     }
 
     fn bytes(&mut self, field: u32, b: &[u8]) {
@@ -64,20 +49,19 @@ impl Buf {
     }
 
     fn bytes_always(&mut self, field: u32, b: &[u8]) {
-        self.tag(field, LEN);
-        self.varint(b.len() as u64);
-        self.0.extend_from_slice(b);
+        wire::put_bytes(&mut self.0, field, b);
     }
 
     fn string(&mut self, field: u32, s: &str) {
         self.bytes(field, s.as_bytes());
     }
 
-    /// A sub-message, written even when empty (its presence can matter).
+    /// A sub-message, written in place (its length filled in after it),
+    /// even when empty (its presence can matter).
     fn message(&mut self, field: u32, f: impl FnOnce(&mut Buf)) {
-        let mut inner = Buf::default();
-        f(&mut inner);
-        self.bytes_always(field, &inner.0);
+        let nested = wire::open(&mut self.0, field);
+        f(self);
+        wire::close(&mut self.0, nested);
     }
 }
 
@@ -85,14 +69,8 @@ fn any_value(b: &mut Buf, v: &AnyValue) {
     // A oneof member is written even at its default, so the kind survives.
     match v {
         AnyValue::Str(s) => b.bytes_always(1, s.as_bytes()),
-        AnyValue::Bool(x) => {
-            b.tag(2, VARINT);
-            b.varint(u64::from(*x));
-        }
-        AnyValue::Int(n) => {
-            b.tag(3, VARINT);
-            b.varint(*n as u64);
-        }
+        AnyValue::Bool(x) => wire::put_bool(&mut b.0, 2, *x),
+        AnyValue::Int(n) => wire::put_int(&mut b.0, 3, *n),
         AnyValue::Double(x) => b.double(4, *x),
         AnyValue::Array(items) => b.message(5, |a| {
             for item in items {
@@ -176,10 +154,7 @@ fn point(b: &mut Buf, p: &NumberDataPoint) {
     match p.value {
         Number::Double(x) => b.double(4, x),
         // `as_int` is sfixed64.
-        Number::Int(n) => {
-            b.tag(6, FIXED64);
-            b.0.extend_from_slice(&n.to_le_bytes());
-        }
+        Number::Int(n) => wire::put_fixed64(&mut b.0, 6, n as u64),
     }
     key_values(b, 7, &p.attributes);
 }
@@ -228,11 +203,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn varints_and_negative_ints_are_encoded_as_protobuf_does() {
+    fn negative_ints_are_encoded_as_protobuf_does_and_zeros_are_left_out() {
         let mut b = Buf::default();
-        b.varint(300);
-        assert_eq!(b.0, [0xac, 0x02]);
-        let mut b = Buf::default();
+        b.int(1, 0);
+        b.fixed64(2, 0);
+        assert!(b.0.is_empty(), "proto3 leaves defaults out");
         b.int(1, -1);
         assert_eq!(b.0, [0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
     }

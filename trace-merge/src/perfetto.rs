@@ -13,13 +13,10 @@ use std::path::Path;
 
 use flate2::write::ZlibEncoder;
 use flate2::Compression;
+use trace_proto_wire::{self as wire, Value as Wire};
 
 use crate::{Capture, ErrorKind, Link, MergeError};
 
-const WIRE_VARINT: u64 = 0;
-const WIRE_FIXED64: u64 = 1;
-const WIRE_LEN: u64 = 2;
-const WIRE_FIXED32: u64 = 5;
 const CLOCK_MONOTONIC: u64 = 3;
 const CLOCK_BOOTTIME: u64 = 6;
 const TYPE_INSTANT: u64 = 3;
@@ -27,75 +24,23 @@ const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
 /// Packets are compressed in chunks of this many bytes, as the sink does.
 const CHUNK: usize = 64 * 1024;
 
-enum Wire<'a> {
-    Varint(u64),
-    Bytes(&'a [u8]),
-    Fixed,
-}
-
-fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
-}
-
 /// The fields of one message, or `None` where the bytes are not a message.
-fn fields(buf: &[u8]) -> Option<Vec<(u64, Wire<'_>)>> {
-    Some(raw_fields(buf)?.into_iter().map(|(f, w, _)| (f, w)).collect())
+fn fields(buf: &[u8]) -> Option<Vec<(u32, Wire<'_>)>> {
+    wire::Fields::new(buf).collect::<Result<_, _>>().ok()
 }
 
 /// Like [`fields`], with each field's bytes (key included) in `buf`.
-fn raw_fields(buf: &[u8]) -> Option<Vec<(u64, Wire<'_>, std::ops::Range<usize>)>> {
+fn raw_fields(buf: &[u8]) -> Option<Vec<(u32, Wire<'_>, std::ops::Range<usize>)>> {
+    let mut fields = wire::Fields::new(buf);
     let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < buf.len() {
-        let start = pos;
-        let key = varint(buf, &mut pos)?;
-        let value = match key & 7 {
-            WIRE_VARINT => Wire::Varint(varint(buf, &mut pos)?),
-            WIRE_LEN => {
-                let len = usize::try_from(varint(buf, &mut pos)?).ok()?;
-                let bytes = buf.get(pos..pos.checked_add(len)?)?;
-                pos += len;
-                Wire::Bytes(bytes)
-            }
-            WIRE_FIXED64 => {
-                pos += 8;
-                Wire::Fixed
-            }
-            WIRE_FIXED32 => {
-                pos += 4;
-                Wire::Fixed
-            }
-            _ => return None,
-        };
-        if pos > buf.len() {
-            return None;
+    loop {
+        let start = fields.position();
+        match fields.next() {
+            None => return Some(out),
+            Some(Ok((field, value))) => out.push((field, value, start..fields.position())),
+            Some(Err(_)) => return None,
         }
-        out.push((key >> 3, value, start..pos));
     }
-    Some(out)
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put_len(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
-    put_varint(out, field << 3 | WIRE_LEN);
-    put_varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
 }
 
 /// One packet of an input, with what the merge reads of it.
@@ -211,14 +156,13 @@ fn with_boot_lead(packet: &[u8], lead: u64) -> Option<Vec<u8>> {
                             c2.extend_from_slice(&c[r]);
                         }
                     }
-                    put_varint(&mut c2, 2 << 3 | WIRE_VARINT);
-                    put_varint(&mut c2, mono + lead);
-                    put_len(&mut snap, 1, &c2);
+                    wire::put_uint(&mut c2, 2, mono + lead);
+                    wire::put_bytes(&mut snap, 1, &c2);
                 }
                 _ => snap.extend_from_slice(&snapshot[range]),
             }
         }
-        put_len(&mut out, 6, &snap);
+        wire::put_bytes(&mut out, 6, &snap);
     }
     Some(out)
 }
@@ -269,7 +213,7 @@ struct Out<W: Write> {
 
 impl<W: Write> Out<W> {
     fn packet(&mut self, packet: &[u8]) -> std::io::Result<()> {
-        put_len(&mut self.chunk, 1, packet);
+        wire::put_bytes(&mut self.chunk, 1, packet);
         if self.chunk.len() >= CHUNK {
             self.flush_chunk()?;
         }
@@ -283,10 +227,10 @@ impl<W: Write> Out<W> {
         let mut z = ZlibEncoder::new(Vec::new(), Compression::default());
         z.write_all(&self.chunk)?;
         let data = z.finish()?;
-        let mut packet = Vec::with_capacity(data.len() + 8);
-        put_len(&mut packet, 50, &data);
-        let mut entry = Vec::with_capacity(packet.len() + 8);
-        put_len(&mut entry, 1, &packet);
+        let mut entry = Vec::with_capacity(data.len() + 16);
+        let packet = wire::open(&mut entry, 1);
+        wire::put_bytes(&mut entry, 50, &data);
+        wire::close(&mut entry, packet);
         self.w.write_all(&entry)?;
         self.chunk.clear();
         Ok(())
@@ -300,31 +244,24 @@ fn flow_packet(
     ts: u64,
     track: u64,
     name: &str,
-    flow_field: u64,
+    flow_field: u32,
     flow: u64,
     first: bool,
 ) -> Vec<u8> {
     let mut event = Vec::new();
-    put_varint(&mut event, 9 << 3 | WIRE_VARINT);
-    put_varint(&mut event, TYPE_INSTANT);
-    put_varint(&mut event, 11 << 3 | WIRE_VARINT);
-    put_varint(&mut event, track);
-    put_len(&mut event, 23, name.as_bytes());
+    wire::put_uint(&mut event, 9, TYPE_INSTANT);
+    wire::put_uint(&mut event, 11, track);
+    wire::put_str(&mut event, 23, name);
     // Repeated fixed64, unpacked: one key per value, as the schema declares.
-    put_varint(&mut event, flow_field << 3 | WIRE_FIXED64);
-    event.extend_from_slice(&flow.to_le_bytes());
+    wire::put_fixed64(&mut event, flow_field, flow);
     let mut p = Vec::new();
-    put_varint(&mut p, 8 << 3 | WIRE_VARINT);
-    put_varint(&mut p, ts);
-    put_varint(&mut p, 10 << 3 | WIRE_VARINT);
-    put_varint(&mut p, seq);
-    put_len(&mut p, 11, &event);
+    wire::put_uint(&mut p, 8, ts);
+    wire::put_uint(&mut p, 10, seq);
+    wire::put_bytes(&mut p, 11, &event);
     if first {
-        put_varint(&mut p, 13 << 3 | WIRE_VARINT);
-        put_varint(&mut p, SEQ_INCREMENTAL_STATE_CLEARED);
+        wire::put_uint(&mut p, 13, SEQ_INCREMENTAL_STATE_CLEARED);
     }
-    put_varint(&mut p, 58 << 3 | WIRE_VARINT);
-    put_varint(&mut p, CLOCK_MONOTONIC);
+    wire::put_uint(&mut p, 58, CLOCK_MONOTONIC);
     p
 }
 
@@ -398,22 +335,19 @@ mod tests {
 
     fn clock_msg(id: u64, ts: u64) -> Vec<u8> {
         let mut c = Vec::new();
-        put_varint(&mut c, 1 << 3 | WIRE_VARINT);
-        put_varint(&mut c, id);
-        put_varint(&mut c, 2 << 3 | WIRE_VARINT);
-        put_varint(&mut c, ts);
+        wire::put_uint(&mut c, 1, id);
+        wire::put_uint(&mut c, 2, ts);
         c
     }
 
     #[test]
     fn a_snapshot_gets_the_familys_boottime_lead_and_keeps_everything_else() {
         let mut snap = Vec::new();
-        put_len(&mut snap, 1, &clock_msg(CLOCK_BOOTTIME, 1_000_777));
-        put_len(&mut snap, 1, &clock_msg(CLOCK_MONOTONIC, 1_000_000));
+        wire::put_bytes(&mut snap, 1, &clock_msg(CLOCK_BOOTTIME, 1_000_777));
+        wire::put_bytes(&mut snap, 1, &clock_msg(CLOCK_MONOTONIC, 1_000_000));
         let mut packet = Vec::new();
-        put_len(&mut packet, 6, &snap);
-        put_varint(&mut packet, 10 << 3 | WIRE_VARINT);
-        put_varint(&mut packet, 42);
+        wire::put_bytes(&mut packet, 6, &snap);
+        wire::put_uint(&mut packet, 10, 42);
         assert_eq!(boot_lead(&packet), Some(777));
         let fixed = with_boot_lead(&packet, 500).unwrap();
         assert_eq!(boot_lead(&fixed), Some(500));
@@ -439,7 +373,7 @@ mod tests {
         let flows: Vec<_> = raw.iter().filter(|(f, _, _)| *f == 47).collect();
         assert_eq!(flows.len(), 1);
         let r = flows[0].2.clone();
-        assert_eq!(event[r.start], (47 << 3 | WIRE_FIXED64) as u8 | 0x80, "key of a fixed64, unpacked");
+        assert_eq!(event[r.start], (47 << 3 | 1) as u8 | 0x80, "key of a fixed64, unpacked");
         assert_eq!(&event[r.end - 8..r.end], &0xdead_beefu64.to_le_bytes());
     }
 

@@ -13,10 +13,10 @@
 //!   the span ends: `ts` is its begin, `dur` its length, for the spans
 //!   `<P>_TRACE_CPU` selects `tts` and `tdur` the thread's CPU clock at its
 //!   begin and the CPU time the thread spent inside it (microseconds, like
-//!   `ts` and `dur`), and `args` every
-//!   field it holds at its end (those given at creation merged with those
-//!   recorded later), so that a viewer which keys frames by name and `args`
-//!   (speedscope) sees one frame per span, not a begin and an end that differ;
+//!   `ts` and `dur`), and `args` every field it holds at its end (those given
+//!   at creation merged with those recorded later), so that a viewer which
+//!   keys frames by name and `args` (speedscope) sees one frame per span, not
+//!   a begin and an end that differ;
 //! - a span still open when the capture finished (or whose end was lost with
 //!   dropped records) is a `B` event with no `E`, its `args` marked
 //!   `"unclosed": true`: the Perfetto UI draws a begin without an end as a
@@ -36,10 +36,10 @@
 //!   (with `"bp":"e"`, to the slice open there, when the target was already
 //!   running); speedscope ignores both and the async pairs;
 //! - a `tracing` event is a thread-scoped instant (`i`) named after its
-//!   message (its first line, cut to 60 characters with an ellipsis), with
-//!   every field (the full `message` among them), its `level` and its source
-//!   `location` (`file:line`) as `args`; an event without a message keeps its
-//!   call site's name;
+//!   message (its first line, cut to [`NAME_CHARS`] characters with an
+//!   ellipsis; see [`instant_name`]), with every field (the full `message`
+//!   among them), its `level` and its source `location` (`file:line`) as
+//!   `args`; an event without a message keeps its call site's name;
 //! - an external lane (Ninja's actions, test executables) is a process of its
 //!   own with one thread per sub-lane, its slices as `X` events;
 //! - the process's samples (`<P>_TRACE_SAMPLE`) are two counters (`C`) of
@@ -51,32 +51,15 @@
 //!   (`C`) `trace records dropped` whose one series, `count`, is 0 at the
 //!   start and N at the finish (the Perfetto UI names a JSON counter after
 //!   its event and series, `trace records dropped count`, as it names the
-//!   other counters after their unit); when spans
-//!   were left unclosed, a global instant `trace spans unclosed (N)`.
+//!   other counters after their unit); when spans were left unclosed, a
+//!   global instant `trace spans unclosed (N)`.
 //!
-//! Events are encoded into one buffer and handed to the file in pieces of
-//! about 32 KiB, so the sink never holds the whole trace in memory; a span
-//! that ended by itself, the most common event, is usually written in place
-//! at the buffer's end, each piece a copy of a fixed length (464 to 298
-//! instructions a span in the `spans` benchmark; see `spans.rs`). What
-//! repeats from event to event is encoded once and reused while its text
-//! stays the same: for a span that ended, everything before its time's last
-//! digits (name, category, phase, pid, tid and the time's whole
-//! milliseconds) for its call site and thread, and the run of its fields'
-//! keys; for an instant, likewise written in place, everything before its
-//! time's last digits for its call site and thread, its name and message's
-//! value for the message they were made from, the run of its fields' keys
-//! and what follows them (its site's `"level"` and `"location"`), so that
-//! per instant only the numbers are encoded and the message compared (an
-//! instant with a message and two integer fields cost the writer 2,083
-//! instructions in this sink at first, 1,440 with its target's and site's
-//! pieces rendered once, 460 in place; see `instants.rs`); for other events
-//! a call site's `"name"`, `"cat"` and `"ph"`, each field name's key, a
-//! time's whole seconds. Since a
-//! span is written at its end, a parent comes after its children in the
-//! file; viewers order events by time. Timestamps are microseconds of
-//! `CLOCK_MONOTONIC` with nanosecond digits; `pid` is the real process id and
-//! `tid` the operating-system thread id.
+//! Each event is written, as it comes, into one buffer that is handed to the
+//! file in pieces of about 32 KiB, so the sink never holds the whole trace in
+//! memory. Since a span is written at its end, a parent comes after its
+//! children in the file; viewers order events by time. Timestamps are
+//! microseconds of `CLOCK_MONOTONIC` with nanosecond digits; `pid` is the
+//! real process id and `tid` the operating-system thread id.
 //!
 //! # Example
 //!
@@ -107,28 +90,18 @@
 //!
 //! # What it does not do
 //!
-//! It never re-reads its output. Files from
-//! several processes are not meant to be concatenated (use the Perfetto sink
-//! for that).
+//! It never re-reads its output. Files from several processes are not meant
+//! to be concatenated (use the Perfetto sink for that).
 
 #![deny(missing_docs)]
 
-mod instants;
-mod json;
-mod pieces;
-mod rendered;
-mod room;
-mod spans;
-mod stamp;
+mod json_writer;
 
 use std::io::{self, Write};
 
-use trace_core::{Event, Field, Finish, LaneSlice, Sink, Site, Start, Value};
+use trace_core::{Event, Field, Finish, FlowKind, LaneSlice, ProcessSample, Sink, Site, Start, Tid, Value};
 
-use crate::instants::InstantLines;
-use crate::json::{head, micros, string_then, uint, Args, Events};
-use crate::rendered::Rendered;
-use crate::spans::SpanLines;
+use crate::json_writer::JsonWriter;
 
 /// The sink's name in `<P>_TRACE_FORMAT`.
 pub const NAME: &str = "chrome";
@@ -136,23 +109,39 @@ pub const NAME: &str = "chrome";
 pub const SUFFIX: &str = "trace.json";
 
 /// An instant's name holds at most this many characters of its message.
-pub const NAME_CHARS: usize = trace_core::INSTANT_NAME_CHARS;
-
-/// The category of the sink's own events.
-const OWN_CATEGORY: &str = "cabin_trace";
+pub const NAME_CHARS: usize = 60;
 
 /// The counter (`C`) of the process's resident memory, series `bytes`.
 pub const MEMORY_COUNTER: &str = "process resident memory";
 /// The counter (`C`) of the process's CPU usage, series `percent` (of one core).
 pub const CPU_COUNTER: &str = "process CPU usage";
 
+/// The category of the sink's own events.
+const OWN_CATEGORY: &str = "cabin_trace";
+
+/// The phases, as [`JsonWriter::begin_event`] writes them: each with what
+/// goes with it.
+const COMPLETE: &str = r#""X""#;
+const BEGIN: &str = r#""B""#;
+const ASYNC_BEGIN: &str = r#""b""#;
+const ASYNC_END: &str = r#""e""#;
+const THREAD_INSTANT: &str = r#""i","s":"t""#;
+const GLOBAL_INSTANT: &str = r#""i","s":"g""#;
+const COUNTER: &str = r#""C""#;
+const METADATA: &str = r#""M""#;
+/// A flow's source, bound to the slice open at its time.
+const FLOW_OUT: &str = r#""s""#;
+/// A flow's end, bound to the next slice to begin on its thread.
+const FLOW_IN_NEXT: &str = r#""f""#;
+/// A flow's end, bound to the slice open at its time.
+const FLOW_IN_ENCLOSING: &str = r#""f","bp":"e""#;
+
 /// The name of an instant whose message is `message`: its first line, cut
 /// to [`NAME_CHARS`] characters on a character boundary, and whether
 /// anything was cut (the name then ends with an ellipsis, which counts in
 /// the [`NAME_CHARS`]). `None` for a message with an empty first line.
 ///
-/// The rule is trace-core's ([`trace_core::instant_name`]), which every sink
-/// follows.
+/// The Perfetto sink names its instants by the same rule.
 ///
 /// ```
 /// use trace_sink_chrome::instant_name;
@@ -166,106 +155,26 @@ pub fn instant_name(message: &str) -> Option<(&str, bool)> {
     trace_core::instant_name(message)
 }
 
-/// A number for each level, below 8.
-fn level_index(level: trace_core::Level) -> u8 {
-    match level {
-        trace_core::Level::TRACE => 0,
-        trace_core::Level::DEBUG => 1,
-        trace_core::Level::INFO => 2,
-        trace_core::Level::WARN => 3,
-        _ => 4,
-    }
-}
-
-/// The name of an instant at `site` whose message is `message` (the value
-/// of its first field named `message`, if that is a string), and what
-/// follows it inside its quotes (an ellipsis when it was cut).
-fn name_of<'a>(site: &Site<'a>, message: Option<&'a str>) -> (&'a str, &'static [u8]) {
-    match message.and_then(instant_name) {
-        Some((name, true)) => (name, "…".as_bytes()),
-        Some((name, false)) => (name, b""),
-        None => (site.name, b""),
-    }
-}
-
-/// Appends what follows an instant's name: its target as `"cat"`, and its phase.
-fn after_instant_name(b: &mut Vec<u8>, target: &str) {
-    b.extend_from_slice(br#","cat":"#);
-    json::string(b, target);
-    b.extend_from_slice(br#","ph":"i","s":"t""#);
-}
-
-/// Whether an instant at `site` with `fields` gets its site's `"level"`,
-/// and its `"location"` (a field of the same name, set by the tool, is not
-/// shadowed).
-fn site_shadows(site: &Site<'_>, fields: &[Field<'_>]) -> (bool, bool) {
-    (field(fields, "level").is_none(), site.file.is_some() && field(fields, "location").is_none())
-}
-
-/// Appends the `"level"` (`level_text`) and `"location"` (`file`, then
-/// `line`, `:N` or nothing) entries of an instant, those that `(level,
-/// location)` ask for, separated by a comma.
-fn level_and_location(
-    b: &mut Vec<u8>,
-    level_text: &str,
-    (file, line): (&str, &[u8]),
-    (level, location): (bool, bool),
-) {
-    if level {
-        b.extend_from_slice(br#""level":"#);
-        json::string(b, level_text);
-    }
-    if location {
-        if level {
-            b.push(b',');
-        }
-        b.extend_from_slice(br#""location":"#);
-        string_then(b, file, line);
-    }
-}
-
-/// Appends the `"level"` and `"location"` entries of an instant at `site`
-/// with `fields`, as the general path writes them.
-fn site_entries(b: &mut Vec<u8>, site: &Site<'_>, fields: &[Field<'_>]) {
-    let mut line = Vec::new();
-    if let Some(n) = site.line {
-        line.push(b':');
-        uint(&mut line, u64::from(n));
-    }
-    let file = site.file.unwrap_or_default();
-    level_and_location(b, site.level.as_str(), (file, &line), site_shadows(site, fields));
-}
-
-/// The field of `fields` named `name`, if any.
-fn field<'f, 'a>(fields: &'f [Field<'a>], name: &str) -> Option<&'f Field<'a>> {
-    fields.iter().find(|f| f.name == name)
+/// An external lane, drawn as a process of its own: its name, and the
+/// sub-lanes (threads) named so far.
+#[derive(Debug)]
+struct Lane {
+    name: String,
+    tracks: Vec<u32>,
 }
 
 /// The Chrome trace-event JSON sink. See the crate docs for the format.
 #[derive(Debug, Default)]
 pub struct ChromeSink {
-    pid: u32,
+    pid: u64,
     /// The capture's start, where the dropped-records counter starts at 0.
     start_ns: u64,
-    lanes: Vec<(String, Vec<u32>)>,
+    lanes: Vec<Lane>,
     /// Spans written as unclosed, for the marker at the finish.
     unclosed: u64,
     /// The previous process sample, for the CPU usage between it and the next.
-    last_sample: Option<trace_core::ProcessSample>,
-    out: Events,
-    /// The `:line` after a location's file, reused.
-    line: Vec<u8>,
-    /// Spans' `"name":…,"cat":…,"ph":…`, by call site.
-    heads: Rendered,
-    /// Fields' `"key":`, by name.
-    keys: Rendered,
-    /// Instants' `"level":…,"location":…`, by file, line, level and which
-    /// of the two the instant's own fields leave to the site.
-    site_entries: Rendered,
-    /// The pieces of spans that ended by themselves, by call site and thread.
-    spans: SpanLines,
-    /// The pieces of instants, by call site and thread.
-    instants: InstantLines,
+    last_sample: Option<ProcessSample>,
+    json: JsonWriter,
 }
 
 impl ChromeSink {
@@ -274,118 +183,180 @@ impl ChromeSink {
         ChromeSink::default()
     }
 
-    fn pid(&self) -> u64 {
-        u64::from(self.pid)
+    /// A metadata (`M`) event of the process or one of its threads.
+    fn metadata(&mut self, what: &str, (pid, tid): (u64, Tid), key: &str, value: Value<'_>) {
+        self.json.begin_event(&[what], None, METADATA, pid, tid);
+        self.json.arg(key, value);
+        self.json.end_event();
     }
 
-    /// The pid and tid of a lane's sub-lane; encodes the metadata naming them
-    /// the first time.
-    fn lane_ids(&mut self, lane: &LaneSlice<'_>) -> (u64, u64) {
-        let index = match self.lanes.iter().position(|(n, _)| n == lane.lane) {
+    /// An id for the capture's `n`-th async span or flow: the process id
+    /// above, so that the ids of two processes' files differ when a trace
+    /// joins them, and below 2^53, which a JSON reader keeps exactly.
+    fn scoped_id(&self, n: u64) -> u64 {
+        (self.pid << 24) | (n & ((1 << 24) - 1))
+    }
+
+    /// The end of a span: a complete (`X`) event, or for a span that did not
+    /// end by itself a begin (`B`) marked unclosed.
+    fn span_end(&mut self, end: &Event<'_>) {
+        let Event::SpanEnd { thread, ts, begin_ts, site, fields, unclosed, cpu, .. } = *end else { return };
+        let j = &mut self.json;
+        if unclosed {
+            self.unclosed += 1;
+            j.begin_event(&[site.name], Some(site.target), BEGIN, self.pid, thread);
+            j.time("ts", begin_ts);
+            args(j, fields);
+            j.arg("unclosed", Value::Bool(true));
+        } else {
+            j.begin_event(&[site.name], Some(site.target), COMPLETE, self.pid, thread);
+            j.time("ts", begin_ts);
+            j.time("dur", ts.saturating_sub(begin_ts));
+            if let Some(cpu) = cpu {
+                j.time("tts", cpu.begin_ns);
+                j.time("tdur", cpu.ns());
+            }
+            args(j, fields);
+        }
+        j.end_event();
+    }
+
+    /// A `tracing` event: a thread-scoped instant named after its message,
+    /// its site's level and location among its `args` (unless a field of the
+    /// same name, set by the tool, takes their place).
+    fn instant(&mut self, thread: Tid, ts: u64, site: &Site<'_>, fields: &[Field<'_>]) {
+        let message = fields.iter().find(|f| f.name == "message").and_then(|f| match f.value {
+            Value::Str(message) => instant_name(message),
+            _ => None,
+        });
+        let name = match message {
+            Some((line, true)) => [line, "…"],
+            Some((line, false)) => [line, ""],
+            None => [site.name, ""],
+        };
+        let j = &mut self.json;
+        j.begin_event(&name, Some(site.target), THREAD_INSTANT, self.pid, thread);
+        j.time("ts", ts);
+        args(j, fields);
+        let has = |key: &str| fields.iter().any(|f| f.name == key);
+        if !has("level") {
+            j.arg_text("level", &[site.level.as_str()]);
+        }
+        if let (Some(file), false) = (site.file, has("location")) {
+            match site.line {
+                Some(line) => j.arg_text("location", &[file, ":", itoa::Buffer::new().format(line)]),
+                None => j.arg_text("location", &[file]),
+            }
+        }
+        j.end_event();
+    }
+
+    /// A span that ran in pieces: an async `b`/`e` pair with an id of its
+    /// own, the process's ([`JsonWriter::local_id`]), named after the span,
+    /// its fields as the begin's `args`.
+    fn async_span(&mut self, span: &Event<'_>) {
+        let Event::AsyncSpan { id, thread, begin_ts, end_ts, site, fields, unclosed, .. } = *span else {
+            return;
+        };
+        let (pid, id) = (self.pid, self.scoped_id(id));
+        let j = &mut self.json;
+        j.begin_event(&[site.name], Some(site.target), ASYNC_BEGIN, pid, thread);
+        j.time("ts", begin_ts);
+        j.local_id(id);
+        args(j, fields);
+        j.end_event();
+        j.begin_event(&[site.name], Some(site.target), ASYNC_END, pid, thread);
+        j.time("ts", end_ts.max(begin_ts));
+        j.local_id(id);
+        if unclosed {
+            j.arg("unclosed", Value::Bool(true));
+        }
+        j.end_event();
+    }
+
+    /// One end of a flow (`ph` says which, [`FLOW_OUT`] or a `FLOW_IN_`).
+    fn flow(&mut self, ph: &str, flow: u64, kind: FlowKind, thread: Tid, ts: u64) {
+        let id = self.scoped_id(flow);
+        let j = &mut self.json;
+        j.begin_event(&[kind.as_str()], Some(OWN_CATEGORY), ph, self.pid, thread);
+        j.time("ts", ts);
+        j.uint("id", id);
+        j.end_event();
+    }
+
+    /// A slice of an external lane, on its own process and thread, named
+    /// by metadata the first time each is met.
+    fn lane_slice(&mut self, slice: &LaneSlice<'_>) {
+        let index = match self.lanes.iter().position(|lane| lane.name == slice.lane) {
             Some(i) => i,
             None => {
-                self.lanes.push((lane.lane.to_string(), Vec::new()));
-                let i = self.lanes.len() - 1;
-                let pid = LaneSlice::lane_pid(self.pid, i);
-                self.out.metadata("process_name", (pid, 0), "name", Some(lane.lane), 0);
-                self.out.metadata("process_sort_index", (pid, 0), "sort_index", None, i as u64 + 1);
-                i
+                self.lanes.push(Lane { name: slice.lane.to_string(), tracks: Vec::new() });
+                let sort_index = self.lanes.len() as u64;
+                let pid = LaneSlice::lane_pid(self.pid as u32, self.lanes.len() - 1);
+                self.metadata("process_name", (pid, 0), "name", Value::Str(slice.lane));
+                self.metadata("process_sort_index", (pid, 0), "sort_index", Value::U64(sort_index));
+                self.lanes.len() - 1
             }
         };
-        let pid = LaneSlice::lane_pid(self.pid, index);
-        let tid = lane.sub_lane_tid();
-        if !self.lanes[index].1.contains(&lane.track) {
-            self.lanes[index].1.push(lane.track);
-            let name = lane.sub_lane_name();
-            self.out.metadata("thread_name", (pid, tid), "name", Some(&name), 0);
+        let pid = LaneSlice::lane_pid(self.pid as u32, index);
+        let tid = slice.sub_lane_tid();
+        if !self.lanes[index].tracks.contains(&slice.track) {
+            self.lanes[index].tracks.push(slice.track);
+            let name = slice.sub_lane_name();
+            self.metadata("thread_name", (pid, tid), "name", Value::Str(&name));
         }
-        (pid, tid)
+        let j = &mut self.json;
+        j.begin_event(&[slice.name], Some(slice.lane), COMPLETE, pid, tid);
+        j.time("ts", slice.begin_ns);
+        j.time("dur", slice.end_ns.saturating_sub(slice.begin_ns));
+        args(j, slice.fields);
+        j.end_event();
     }
 
-    /// A `tracing` event: an instant named after its message.
-    fn instant(&mut self, thread: u64, ts: u64, site: Site<'_>, fields: &[Field<'_>]) {
-        let pid = self.pid();
-        let message = match field(fields, "message") {
-            Some(Field { value: Value::Str(m), .. }) => Some(*m),
-            _ => None,
-        };
-        let name = name_of(&site, message);
-        let fixed = site.has_static_text();
-        // What follows the name, per target; then the site's level and
-        // location, per site: each rendered once, not escaped per event.
-        let after_name =
-            self.heads.get([site.target, ""], 1, fixed, |b, [cat, _]| after_instant_name(b, cat));
-        let b = self.out.timed_then(name, after_name, (pid, thread), ts);
-        let mut args = Args::new(b);
-        args.fields(fields, &mut self.keys, fixed);
-        // A field of the same name, set by the tool, is not shadowed.
-        let (level, location) = site_shadows(&site, fields);
-        if level || location {
-            self.line.clear();
-            if let Some(line) = site.line {
-                self.line.push(b':');
-                uint(&mut self.line, u64::from(line));
-            }
-            let line = std::str::from_utf8(&self.line).unwrap_or_default();
-            let form = level_index(site.level) | u8::from(level) << 3 | u8::from(location) << 4;
-            let file = site.file.unwrap_or_default();
-            let entries = self.site_entries.get([file, line], form, false, |b, [file, line]| {
-                level_and_location(b, site.level.as_str(), (file, line.as_bytes()), (level, location));
-            });
-            args.entries(entries);
-        }
-        args.close();
-        self.out.close();
-    }
-
-    /// A global instant at `ts` named `what (count)`, with the count as `key`.
-    fn marker(&mut self, ts: u64, what: &str, key: &str, count: u64) {
-        let name = format!("{what} ({count})");
-        let pid = self.pid();
-        let b = self.out.timed((&name, b""), Some(OWN_CATEGORY), br#""i","s":"g""#, (pid, 0), ts);
-        let mut args = Args::new(b);
-        uint(args.key(key), count);
-        args.close();
-        self.out.close();
+    /// A counter (`C`) of the process, with one series.
+    fn counter(&mut self, name: &str, ts: u64, series: &str, value: Value<'_>) {
+        self.json.begin_event(&[name], Some(OWN_CATEGORY), COUNTER, self.pid, 0);
+        self.json.time("ts", ts);
+        self.json.arg(series, value);
+        self.json.end_event();
     }
 
     /// A process sample: the resident memory at its time, and the CPU usage
     /// since the previous sample, placed at the previous sample's time (a
     /// counter holds its value until the next one).
-    fn process_sample(&mut self, sample: &trace_core::ProcessSample) {
-        let pid = self.pid();
+    fn process_sample(&mut self, sample: &ProcessSample) {
         if let Some(bytes) = sample.resident_bytes {
-            let b = self.out.timed((MEMORY_COUNTER, b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), sample.ts);
-            let mut args = Args::new(b);
-            uint(args.key("bytes"), bytes);
-            args.close();
-            self.out.close();
+            self.counter(MEMORY_COUNTER, sample.ts, "bytes", Value::U64(bytes));
         }
-        if let Some((last, percent)) =
-            self.last_sample.and_then(|last| Some((last, sample.cpu_percent_since(&last)?)))
-        {
-            let b = self.out.timed((CPU_COUNTER, b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), last.ts);
-            let mut args = Args::new(b);
-            // Already rounded to tenths of a percent.
-            let tenths = (percent * 10.0).round() as u64;
-            let key = args.key("percent");
-            uint(key, tenths / 10);
-            key.push(b'.');
-            uint(key, tenths % 10);
-            args.close();
-            self.out.close();
+        if let Some(last) = self.last_sample {
+            if let Some(percent) = sample.cpu_percent_since(&last) {
+                // Already rounded to tenths of a percent.
+                self.counter(CPU_COUNTER, last.ts, "percent", Value::F64(percent));
+            }
         }
         self.last_sample = Some(*sample);
     }
 
-    /// One sample of the dropped-records counter.
-    fn dropped_sample(&mut self, ts: u64, count: u64) {
-        let pid = self.pid();
-        let b = self.out.timed(("trace records dropped", b""), Some(OWN_CATEGORY), br#""C""#, (pid, 0), ts);
-        let mut args = Args::new(b);
-        uint(args.key("count"), count);
-        args.close();
-        self.out.close();
+    /// A global instant at `ts` named `what (count)`, with the count as `key`.
+    fn loss_marker(&mut self, ts: u64, what: &str, key: &str, count: u64) {
+        let j = &mut self.json;
+        j.begin_event(
+            &[what, " (", itoa::Buffer::new().format(count), ")"],
+            Some(OWN_CATEGORY),
+            GLOBAL_INSTANT,
+            self.pid,
+            0,
+        );
+        j.time("ts", ts);
+        j.arg(key, Value::U64(count));
+        j.end_event();
+    }
+}
+
+/// Appends each field as an `args` entry.
+fn args(j: &mut JsonWriter, fields: &[Field<'_>]) {
+    for f in fields {
+        j.arg(f.name, f.value);
     }
 }
 
@@ -399,157 +370,108 @@ impl Sink for ChromeSink {
     }
 
     fn start(&mut self, start: &Start<'_>, out: &mut dyn Write) -> io::Result<()> {
-        self.pid = start.pid;
+        self.pid = u64::from(start.pid);
         self.start_ns = start.start_ns;
-        self.out.begin();
-        let pid = self.pid();
-        self.out.metadata("process_name", (pid, 0), "name", Some(start.command), 0);
-        self.out.metadata("process_sort_index", (pid, 0), "sort_index", None, 0);
+        self.json.begin_array();
+        let process = (self.pid, 0);
+        self.metadata("process_name", process, "name", Value::Str(start.command));
+        self.metadata("process_sort_index", process, "sort_index", Value::U64(0));
         if let Some(family) = start.family {
-            self.out.metadata("cabin_trace_id", (pid, 0), "trace_id", Some(&family.trace_id_hex()), 0);
+            self.metadata("cabin_trace_id", process, "trace_id", Value::Str(&family.trace_id_hex()));
             if let Some(span) = family.parent_span_id_hex() {
-                self.out.metadata("cabin_trace_parent_span_id", (pid, 0), "span_id", Some(&span), 0);
+                self.metadata("cabin_trace_parent_span_id", process, "span_id", Value::Str(&span));
             }
             if let Some(stem) = &family.parent_stem {
-                self.out.metadata("cabin_trace_parent_stem", (pid, 0), "stem", Some(stem), 0);
+                self.metadata("cabin_trace_parent_stem", process, "stem", Value::Str(stem));
             }
         }
-        self.out.write_some(out)
+        self.json.write_some(out)
     }
 
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
-        // The most common event first, the others out of line (so that
-        // their code takes no registers from this one's).
-        if let Event::SpanEnd { unclosed: false, .. } = event {
-            let pid = self.pid();
-            self.spans.write(&mut self.out, pid, event);
-            return self.out.write_some(out);
+        match *event {
+            Event::ThreadName { thread, name, .. } => {
+                self.metadata("thread_name", (self.pid, thread), "name", Value::Str(name))
+            }
+            Event::SpanEnd { .. } => self.span_end(event),
+            Event::Instant { thread, ts, ref site, fields, .. } => self.instant(thread, ts, site, fields),
+            Event::AsyncSpan { .. } => self.async_span(event),
+            Event::FlowOut { flow, kind, thread, ts, .. } => self.flow(FLOW_OUT, flow, kind, thread, ts),
+            // Just before the target's begin, so that a reader that sorts by
+            // time sees it first, whatever it does with equal times.
+            Event::FlowIn { flow, kind, thread, ts, at_begin: true, .. } => {
+                self.flow(FLOW_IN_NEXT, flow, kind, thread, ts.saturating_sub(1))
+            }
+            Event::FlowIn { flow, kind, thread, ts, at_begin: false, .. } => {
+                self.flow(FLOW_IN_ENCLOSING, flow, kind, thread, ts)
+            }
+            Event::Lane(ref slice) => self.lane_slice(slice),
+            Event::ProcessSample(ref sample) => self.process_sample(sample),
+            // A span is written whole at its end (which carries its begin's
+            // time and fields); a lane's report is the summary's.
+            _ => return Ok(()),
         }
-        self.instant_or_other_event(event, out)
+        self.json.write_some(out)
     }
 
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
         if end.dropped_records > 0 {
-            self.marker(end.end_ns, "trace records dropped", "dropped_records", end.dropped_records);
-            self.dropped_sample(self.start_ns, 0);
-            self.dropped_sample(end.end_ns, end.dropped_records);
+            self.loss_marker(end.end_ns, "trace records dropped", "dropped_records", end.dropped_records);
+            self.counter("trace records dropped", self.start_ns, "count", Value::U64(0));
+            self.counter("trace records dropped", end.end_ns, "count", Value::U64(end.dropped_records));
         }
         if self.unclosed > 0 {
-            self.marker(end.end_ns, "trace spans unclosed", "unclosed_spans", self.unclosed);
+            self.loss_marker(end.end_ns, "trace spans unclosed", "unclosed_spans", self.unclosed);
         }
-        self.out.end();
-        self.out.write_all(out)
+        self.json.end_array();
+        self.json.write_all(out)
     }
 }
-
-impl ChromeSink {
-    /// Every event but a span that ended by itself: an instant written in
-    /// place if it can be, else [`ChromeSink::other_event`].
-    #[inline(never)]
-    fn instant_or_other_event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
-        if let Event::Instant { .. } = event {
-            let pid = self.pid();
-            if self.instants.write(&mut self.out, pid, event) {
-                return self.out.write_some(out);
-            }
-        }
-        self.other_event(event, out)
-    }
-
-    /// Every event but a span that ended by itself, the general way.
-    #[inline(never)]
-    fn other_event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
-        let pid = self.pid();
-        match *event {
-            Event::ThreadName { thread, name, .. } => {
-                self.out.metadata("thread_name", (pid, thread), "name", Some(name), 0);
-            }
-            // Unclosed: a begin (`B`) with no end, marked in its `args`.
-            Event::SpanEnd { thread, begin_ts, site, fields, .. } => {
-                let fixed = site.has_static_text();
-                let rendered = self.heads.get([site.name, site.target], 0, fixed, |b, [name, cat]| {
-                    head(b, (name, b""), Some(cat), br#""B""#);
-                });
-                let b = self.out.timed_rendered(rendered, (pid, thread), begin_ts);
-                let mut args = Args::new(b);
-                args.fields(fields, &mut self.keys, fixed);
-                args.key("unclosed").extend_from_slice(b"true");
-                self.unclosed += 1;
-                args.close();
-                self.out.close();
-            }
-            Event::Instant { thread, ts, site, fields, .. } => self.instant(thread, ts, site, fields),
-            Event::ProcessSample(ref sample) => self.process_sample(sample),
-            Event::Lane(ref slice) => {
-                let (lpid, tid) = self.lane_ids(slice);
-                let b = self.out.timed(
-                    (slice.name, b""),
-                    Some(slice.lane),
-                    br#""X""#,
-                    (lpid, tid),
-                    slice.begin_ns,
-                );
-                b.extend_from_slice(br#","dur":"#);
-                micros(b, slice.end_ns.saturating_sub(slice.begin_ns));
-                let mut args = Args::new(b);
-                args.fields(slice.fields, &mut self.keys, false);
-                args.close();
-                self.out.close();
-            }
-            Event::AsyncSpan { id, thread, begin_ts, end_ts, site, fields, unclosed, .. } => {
-                self.async_span(id, thread, (begin_ts, end_ts), site, fields, unclosed);
-            }
-            Event::FlowOut { flow, kind, thread, ts, .. } => {
-                self.flow(pieces::FLOW_OUT, flow, kind, thread, ts)
-            }
-            Event::FlowIn { flow, kind, thread, ts, at_begin, .. } => {
-                // Just before the target's begin, so that a reader that sorts
-                // by time sees it first, whatever it does with equal times.
-                let (ph, ts) = match at_begin {
-                    true => (pieces::FLOW_IN_NEXT, ts.saturating_sub(1)),
-                    false => (pieces::FLOW_IN_ENCLOSING, ts),
-                };
-                self.flow(ph, flow, kind, thread, ts);
-            }
-            // Nothing is written when a span begins: it becomes one event at its end.
-            _ => return Ok(()),
-        }
-        self.out.write_some(out)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::{json, Value as Json};
-    use trace_core::{FileStatus, Level, Resources};
+    use trace_core::{FileStatus, Level};
 
     use super::*;
+
+    #[test]
+    fn an_instant_is_named_after_the_first_line_of_its_message_cut_to_sixty_characters() {
+        let (sixty, sixty_one) = ("é".repeat(60), "é".repeat(61));
+        let cases: [(&str, Option<(&str, bool)>); 9] = [
+            ("resolved 3 packages", Some(("resolved 3 packages", false))),
+            ("two\nlines", Some(("two", true))),
+            ("two\r\nlines", Some(("two", true))),
+            ("ends with a line end\n", Some(("ends with a line end", true))),
+            ("\nthe first line empty", None),
+            ("", None),
+            (&sixty, Some((&sixty, false))),
+            // Cut: 59 characters and the ellipsis.
+            (&sixty_one, Some((&sixty[..2 * 59], true))),
+            ("🦀\n", Some(("🦀", true))),
+        ];
+        for (message, name) in cases {
+            assert_eq!(instant_name(message), name, "{message:?}");
+        }
+    }
 
     fn run(events: &[Event<'_>], dropped_records: u64) -> Vec<Json> {
         let mut sink = ChromeSink::new();
         let mut out = Vec::new();
-        let start = Start {
-            command: "build",
-            stem: "s",
-            pid: 42,
-            start_unix_ms: 0,
-            start_ns: 1_000,
-            startup_us: None,
-            filter: "info",
-            ..Default::default()
-        };
+        let mut start = Start::default();
+        start.command = "build";
+        start.stem = "s";
+        start.pid = 42;
+        start.start_ns = 1_000;
+        start.filter = "info";
         sink.start(&start, &mut out).unwrap();
         for e in events {
             sink.event(e, &mut out).unwrap();
         }
         let files: Vec<FileStatus> = Vec::new();
-        let end = Finish {
-            end_ns: 9_000,
-            dropped_records,
-            unclosed_spans: 0,
-            files: &files,
-            resources: Resources::default(),
-        };
+        let mut end = Finish::default();
+        end.end_ns = 9_000;
+        end.dropped_records = dropped_records;
+        end.files = &files;
         sink.finish(&end, &mut out).unwrap();
         serde_json::from_slice(&out).unwrap()
     }
@@ -678,6 +600,28 @@ mod tests {
         // The Perfetto UI names a counter track after the event and the series.
         assert!(out.iter().filter(|e| e["ph"] == "C").all(|e| e["name"] == "trace records dropped"));
         assert!(out.iter().all(|e| e["ph"] != "M" || e["name"] != "trace_dropped_records"));
+    }
+
+    #[test]
+    fn process_samples_are_a_memory_counter_and_a_cpu_counter_placed_at_the_earlier_sample() {
+        let sample = |ts, cpu_ns| ProcessSample { ts, resident_bytes: Some(ts * 10), cpu_ns: Some(cpu_ns) };
+        // 1.5 ms of CPU in 2 ms, then 0.25 ms in 3 ms.
+        let out = run(
+            &[
+                Event::ProcessSample(sample(2_000_000, 0)),
+                Event::ProcessSample(sample(4_000_000, 1_500_000)),
+                Event::ProcessSample(sample(7_000_000, 1_750_000)),
+            ],
+            0,
+        );
+        let series = |name: &str, key: &str| -> Vec<(f64, f64)> {
+            out.iter()
+                .filter(|e| e["ph"] == "C" && e["name"] == name)
+                .map(|e| (e["ts"].as_f64().unwrap(), e["args"][key].as_f64().unwrap()))
+                .collect()
+        };
+        assert_eq!(series(MEMORY_COUNTER, "bytes"), [(2_000.0, 2e7), (4_000.0, 4e7), (7_000.0, 7e7)]);
+        assert_eq!(series(CPU_COUNTER, "percent"), [(2_000.0, 75.0), (4_000.0, 8.3)]);
     }
 
     #[test]

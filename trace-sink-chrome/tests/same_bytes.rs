@@ -11,9 +11,7 @@ mod oracle;
 
 use std::io::{self, Write};
 
-use trace_core::{
-    Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Resources, Sink, Site, Start, Value,
-};
+use trace_core::{Event, Field, FileStatus, Finish, LaneReport, LaneSlice, Level, Sink, Site, Start, Value};
 use trace_sink_chrome::ChromeSink;
 
 /// A small deterministic generator (xorshift).
@@ -137,16 +135,14 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
     let mut rng = Rng(seed);
     let mut out = Vec::new();
     let command = rng.text(12);
-    let start = Start {
-        command: &command,
-        stem: "stem",
-        pid: 4_194_303,
-        start_unix_ms: 1,
-        start_ns: 1_000,
-        startup_us: Some(5),
-        filter: "info",
-        ..Default::default()
-    };
+    let mut start = Start::default();
+    start.command = &command;
+    start.stem = "stem";
+    start.pid = 4_194_303;
+    start.start_unix_ms = 1;
+    start.start_ns = 1_000;
+    start.startup_us = Some(5);
+    start.filter = "info";
     sink.start(&start, &mut out).unwrap();
     // Names: a few plain ones (repeated, as call sites are) and some needing escapes.
     let names: Vec<String> = (0..12)
@@ -256,8 +252,7 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
                 assert_eq!(ptr, reused.as_ptr());
                 let site = Site::new(&reused, &reused, Level::INFO, Some(&reused), None);
                 sink.event(&Event::Instant { thread, ts, site, fields: &fields }, &mut out).unwrap();
-                // A span from that site, with a field named by the buffer too:
-                // what the sink renders once per call site must follow the text.
+                // A span from that site, with a field named by the buffer too.
                 let mut named = vec![Field { name: &reused, value: Value::U64(tail) }];
                 named.extend_from_slice(&fields);
                 let end = Event::SpanEnd {
@@ -296,13 +291,10 @@ fn encode(sink: &mut dyn Sink, seed: u64, ops: usize, dropped_records: u64) -> V
         sink.event(&end, &mut out).unwrap();
     }
     let files: Vec<FileStatus> = Vec::new();
-    let end = Finish {
-        end_ns: ts,
-        dropped_records,
-        unclosed_spans: 0,
-        files: &files,
-        resources: Resources::default(),
-    };
+    let mut end = Finish::default();
+    end.end_ns = ts;
+    end.dropped_records = dropped_records;
+    end.files = &files;
     sink.finish(&end, &mut out).unwrap();
     out
 }
@@ -361,29 +353,20 @@ impl Write for Broken {
 #[test]
 fn a_write_error_is_reported_by_the_end() {
     let mut sink = ChromeSink::new();
-    let start = Start {
-        command: "c",
-        stem: "s",
-        pid: 1,
-        start_unix_ms: 0,
-        start_ns: 0,
-        startup_us: None,
-        filter: "info",
-        ..Default::default()
-    };
+    let mut start = Start::default();
+    start.command = "c";
+    start.stem = "s";
+    start.pid = 1;
+    start.filter = "info";
     let mut r = sink.start(&start, &mut Broken);
     let site = Site::new("x", "t", Level::INFO, None, None);
     for ts in 0..10 {
         r = r.and(sink.event(&Event::Instant { thread: 1, ts, site, fields: &[] }, &mut Broken));
     }
     let files: Vec<FileStatus> = Vec::new();
-    let end = Finish {
-        end_ns: 10,
-        dropped_records: 0,
-        unclosed_spans: 0,
-        files: &files,
-        resources: Resources::default(),
-    };
+    let mut end = Finish::default();
+    end.end_ns = 10;
+    end.files = &files;
     r = r.and(sink.finish(&end, &mut Broken));
     assert!(r.is_err());
 }
@@ -414,10 +397,9 @@ impl Sink for Beside {
     }
 }
 
-/// Spans of `tracing` call sites (whose text is `'static`) in the shapes the
-/// sink caches differently: integer fields, other values, none, a field
-/// recorded later or never, a key longer than the cached room, more fields
-/// than it writes the fast way, CPU times, a span in pieces, and one left open.
+/// Spans of `tracing` call sites (whose text is `'static`) of varied shapes:
+/// integer fields, other values, none, a field recorded later or never, a
+/// long key, many fields, CPU times, a span in pieces, and one left open.
 fn traced_work(round: u64) {
     use tracing::field::Empty;
     for i in 0..400u64 {
@@ -435,7 +417,7 @@ fn traced_work(round: u64) {
         drop(late);
         tracing::info_span!(
             "long_key",
-            a_field_name_long_enough_that_its_key_does_not_fit_the_room = i,
+            a_field_name_long_enough_to_be_longer_than_most_keys_any_tool_writes = i,
             b = 1
         )
         .in_scope(|| ());
@@ -457,10 +439,9 @@ fn traced_work(round: u64) {
         )
         .in_scope(|| ());
         if i % 40 == 7 {
-            // Instants: what the sink renders once per target and per site
-            // (its level and location) must follow each site: two sites of
-            // one name in one file, a field that takes the place of the
-            // site's level or location, a message of two lines.
+            // Instants: two sites of one name in one file, a field that
+            // takes the place of the site's level or location, a message of
+            // two lines.
             tracing::warn!(target: "other", i, "first\nsecond");
             tracing::info!(name: "same", i, "one");
             tracing::error!(name: "same", i, "two");

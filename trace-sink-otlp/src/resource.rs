@@ -235,16 +235,14 @@ mod tests {
     }
 
     fn start() -> trace_core::Start<'static> {
-        trace_core::Start {
-            command: "build",
-            stem: "build-1-2-0",
-            pid: 42,
-            start_unix_ms: 1,
-            start_ns: 2,
-            startup_us: None,
-            filter: "info",
-            ..Default::default()
-        }
+        let mut start = trace_core::Start::default();
+        start.command = "build";
+        start.stem = "build-1-2-0";
+        start.pid = 42;
+        start.start_unix_ms = 1;
+        start.start_ns = 2;
+        start.filter = "info";
+        start
     }
 
     fn env(vars: &[(&str, &str)]) -> ResourceEnv {

@@ -1,7 +1,7 @@
 //! The sink driven with hand-made event streams.
 
 use serde_json::Value as Json;
-use trace_core::{Level, Resources, Site};
+use trace_core::{Level, Site};
 
 use super::*;
 
@@ -9,16 +9,14 @@ const START_MS: u64 = 1_700_000_000_123;
 const START_NS: u64 = 5_000_000_000;
 
 fn start() -> Start<'static> {
-    Start {
-        command: "build",
-        stem: "build-1-2-0",
-        pid: 4242,
-        start_unix_ms: START_MS,
-        start_ns: START_NS,
-        startup_us: None,
-        filter: "info",
-        ..Default::default()
-    }
+    let mut start = Start::default();
+    start.command = "build";
+    start.stem = "build-1-2-0";
+    start.pid = 4242;
+    start.start_unix_ms = START_MS;
+    start.start_ns = START_NS;
+    start.filter = "info";
+    start
 }
 
 fn site(name: &'static str) -> Site<'static> {
@@ -49,7 +47,9 @@ fn end(
 }
 
 fn finish_at(end_ns: u64) -> Finish<'static> {
-    Finish { end_ns, dropped_records: 0, unclosed_spans: 0, files: &[], resources: Resources::default() }
+    let mut end = Finish::default();
+    end.end_ns = end_ns;
+    end
 }
 
 /// Runs the sink over `events` and returns every line, parsed.

@@ -1,8 +1,9 @@
 //! A sequence's clock: the snapshot that binds it to CLOCK_MONOTONIC (and
 //! BOOTTIME, the trace processor's own), and the timestamps of its events.
 
-use crate::format::{CLOCK_BOOTTIME, CLOCK_INCREMENTAL, CLOCK_MONOTONIC};
-use crate::proto::{Clock, ClockSnapshot};
+use trace_proto_wire as wire;
+
+use crate::format::clock::{self, BOOTTIME, INCREMENTAL, MONOTONIC};
 
 /// How a sequence writes its timestamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,7 +13,7 @@ pub(crate) enum Timestamps {
     /// and a delta takes two or three bytes where the absolute time takes nine.
     Incremental,
     /// As CLOCK_MONOTONIC nanoseconds: for events that come in no useful order
-    /// (the slices of external lanes).
+    /// (the slices of external lanes, spans written at their close).
     Absolute,
 }
 
@@ -31,38 +32,38 @@ impl SequenceClock {
         SequenceClock { timestamps, last: base_ns }
     }
 
-    /// The snapshot for the sequence's first packet, taken before any event,
-    /// and the clock its timestamps are on by default.
-    pub(crate) fn snapshot(&self) -> (ClockSnapshot, u32) {
+    /// Writes the `ClockSnapshot` of the sequence's first packet into `buf`
+    /// (as field `field` of the packet), taken before any event; returns the
+    /// clock its timestamps are on by default.
+    pub(crate) fn write_snapshot(&self, buf: &mut Vec<u8>, field: u32) -> u32 {
         let base_ns = self.last;
-        let clock = |clock_id: u32, timestamp: u64| Clock {
-            clock_id: Some(clock_id),
-            timestamp: Some(timestamp),
-            is_incremental: None,
-            unit_multiplier_ns: None,
-        };
-        let mut clocks = vec![
-            clock(CLOCK_BOOTTIME, base_ns.saturating_add(boottime_lead_ns())),
-            clock(CLOCK_MONOTONIC, base_ns),
-        ];
-        let timestamp_clock_id = match self.timestamps {
-            Timestamps::Incremental => {
-                clocks.push(Clock {
-                    clock_id: Some(CLOCK_INCREMENTAL),
-                    timestamp: Some(base_ns),
-                    is_incremental: Some(true),
-                    unit_multiplier_ns: Some(1),
-                });
-                CLOCK_INCREMENTAL
+        let snapshot = wire::open(buf, field);
+        let reading = |buf: &mut Vec<u8>, id: u32, timestamp: u64, incremental: bool| {
+            let c = wire::open(buf, clock::CLOCKS);
+            wire::put_uint(buf, clock::ID, u64::from(id));
+            wire::put_uint(buf, clock::TIMESTAMP, timestamp);
+            if incremental {
+                wire::put_bool(buf, clock::IS_INCREMENTAL, true);
+                wire::put_uint(buf, clock::UNIT_MULTIPLIER_NS, 1);
             }
-            Timestamps::Absolute => CLOCK_MONOTONIC,
+            wire::close(buf, c);
         };
-        (ClockSnapshot { clocks }, timestamp_clock_id)
+        reading(buf, BOOTTIME, base_ns.saturating_add(boottime_lead_ns()), false);
+        reading(buf, MONOTONIC, base_ns, false);
+        let default_clock = match self.timestamps {
+            Timestamps::Incremental => {
+                reading(buf, INCREMENTAL, base_ns, true);
+                INCREMENTAL
+            }
+            Timestamps::Absolute => MONOTONIC,
+        };
+        wire::close(buf, snapshot);
+        default_clock
     }
 
     /// The packet's `timestamp` and, when it is not the sequence's default
     /// clock, `timestamp_clock_id` for an event at `ts`.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn stamp(&mut self, ts: u64) -> (u64, Option<u32>) {
         match self.timestamps {
             Timestamps::Incremental if ts >= self.last => {
@@ -73,7 +74,7 @@ impl SequenceClock {
             // Deltas cannot be negative: an event earlier than the last one
             // (never seen from one thread, but cheap to get right) is written
             // on CLOCK_MONOTONIC, which leaves the incremental clock alone.
-            Timestamps::Incremental => (ts, Some(CLOCK_MONOTONIC)),
+            Timestamps::Incremental => (ts, Some(MONOTONIC)),
             Timestamps::Absolute => (ts, None),
         }
     }

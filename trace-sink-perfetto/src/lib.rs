@@ -17,14 +17,18 @@
 //! - A span is a `SLICE_BEGIN`/`SLICE_END` pair on its thread's track; its
 //!   fields are debug annotations of the begin, fields recorded after the
 //!   begin are annotations of the end (viewers merge them into the slice), and
-//!   a span the capture had to close itself gets `unclosed = true`. A span
-//!   that read the thread CPU clock (`<P>_TRACE_CPU`) samples its thread's
-//!   thread-time counter track (a child of the thread's track, of the
-//!   built-in type `COUNTER_THREAD_TIME_NS`, absolute nanoseconds, and with no
-//!   name: the trace processor takes thread times only from the counter it
-//!   names `thread_time` itself) on its begin and end
-//!   (`extra_counter_track_uuids`, `extra_counter_values`), which the Perfetto
-//!   UI shows as the slice's thread duration.
+//!   a span the capture had to close itself gets `unclosed = true`.
+//! - A span that read the thread CPU clock (`<P>_TRACE_CPU`) samples its
+//!   thread's CPU-time counter on its begin and end
+//!   (`extra_counter_track_uuids`, `extra_counter_values`): a child track of
+//!   the thread's, of the built-in type `COUNTER_THREAD_TIME_NS`, absolute
+//!   nanoseconds, with no name of its own. The trace processor fills a
+//!   slice's thread timestamp and thread duration (`slice.thread_ts`,
+//!   `thread_dur`) from such a track only: a name would opt it out, leaving
+//!   an ordinary counter track next to each thread and no slice with a thread
+//!   duration. (The trace processor keeps the samples as a counter track it
+//!   names `thread_time`, as it does for `TrackEvent.thread_time_absolute_us`,
+//!   whose microseconds would lose the clock's resolution.)
 //! - A span that ran in pieces (entered more than once, or on more than one
 //!   thread: an `.instrument()`ed future, a span moved between threads) also
 //!   gets a track of its own, a child of the process's track named after the
@@ -33,6 +37,7 @@
 //!   the span's fields; its pieces stay slices on their threads' tracks. Its
 //!   packets are written at its close, on the process's sequence with absolute
 //!   times: the trace processor orders events by time, not by file position.
+//!   Such tracks are never merged with a sibling of the same name.
 //! - A flow (a helper started with `spawn`/`bind`, a span that `follows_from`
 //!   another) leaves from an `INSTANT` named `spawn` or `follows_from` inside
 //!   the source's slice (`flow_ids`), because the source's begin is written
@@ -47,60 +52,33 @@
 //!   written in full (`TrackEvent.name`), not interned: messages that differ
 //!   per event would grow the interning tables for the whole capture. An
 //!   event without a message keeps its call site's (interned) name.
-//! - An instant at a `tracing` call site is written from bytes its sequence
-//!   encoded once for that site and list of field names (found by the
-//!   strings' addresses, as a span's begin is): the category and the
-//!   annotations' names with their iids, the `level` and `location`
-//!   annotations whole, and the site's name's iid. Only the time, the
-//!   values and the name made from the message are written per instant, and
-//!   nothing is interned or formatted: about 750 instructions of the writer
-//!   thread an event with a message and two fields, against 2,140 before
-//!   (callgrind).
 //! - Loss is said on the process's track, where a reader looks first: when
 //!   records were dropped, an instant `trace records dropped (N)` at the
-//!   finish and a counter track `trace records dropped` (unit: count) at 0 at the
-//!   start and N at the finish; when spans were left unclosed, an instant
+//!   finish and a counter track `trace records dropped` (unit: count) at 0 at
+//!   the start and N at the finish; when spans were left unclosed, an instant
 //!   `trace spans unclosed (N)`.
 //! - Event names, categories (the span's or event's target) and annotation
-//!   names are interned once per sequence, and timestamps are deltas on the
-//!   sequence's clock: a span with no fields takes about 35 bytes of packets,
-//!   begin and end.
-//! - A track event's packet is encoded by hand, straight into the chunk it
-//!   joins, in one pass: each message's length goes into a byte held for it
-//!   once its body is written (the body moves on in the rare case that the
-//!   length takes more), so nothing is built, sized or copied per event, and
-//!   nothing is allocated once the buffers are warm (a string interned for
-//!   the first time aside). The bytes are those prost would write for the same message,
-//!   which a randomised test checks against prost itself. The few other
-//!   packets (a sequence's first one, track descriptors) are prost messages.
-//! - A span's begin at a `tracing` call site (whose strings are `'static`)
-//!   is written from bytes its sequence encoded once for that site and list
-//!   of field names (the category, type, name and annotation names with
-//!   their iids), found by the strings' addresses: only the time and the
-//!   values are written per begin, and nothing is interned. A bare end (no
-//!   fields, most ends) is a few fixed stores. The chunk keeps room made
-//!   ahead of its packets, zeroed once as its buffer grows (from 8 KiB, so
-//!   that a short capture touches few pages), so that making room for a
-//!   packet costs a comparison. A packet of up to 129 bytes (most track
-//!   events) is written in a window of 512 bytes of that room, checked once:
-//!   every length in it then takes one byte, and each store goes at an
-//!   offset cut to eight bits, which the compiler sees cannot run past the
-//!   window, so that no byte is checked on its own; a longer packet is
-//!   written again, in full, by the general encoder, through the same
-//!   functions. The begin and end of a span are inlined into the sink's
-//!   `event`: about 390 instructions of the writer thread a span with two
-//!   fields, begin and end, against 607 with a check per store (and 1,260
-//!   before the cached begins), by callgrind.
+//!   names are interned once per sequence (iids from 1, given in the
+//!   `interned_data` of the packet that first uses them), and timestamps are
+//!   deltas on the sequence's own clock (a sequence-scoped clock id, bound to
+//!   CLOCK_MONOTONIC by the snapshot). A `tracing` call site's strings are
+//!   `'static`, so the interner answers those it met lately by their address
+//!   (a small table per sequence) rather than by hashing their text.
+//! - One encoder writes every packet: each field is appended to the chunk in
+//!   field-number order through `trace_proto_wire`, and a nested message's
+//!   length is filled in once its body is written, so nothing is built or
+//!   copied per event, and nothing is allocated once the buffers are warm (a
+//!   string interned for the first time aside). The bytes are those prost
+//!   writes for the same messages, which the tests check against prost.
 //! - Packets go to the file in chunks of up to 64 KiB, as they are. A sink
 //!   made with [`PerfettoSink::compressed`] compresses each chunk with zlib
 //!   into one packet of its own (`TracePacket.compressed_packets`, which the
 //!   trace processor inflates and reads in its place, as it does for the
-//!   traces Perfetto's own service compresses): the span above then takes
-//!   about 5 bytes, for about a third more of the writer's time. Compression
-//!   is off by default because that time is most of what a capture costs
-//!   beyond the calling thread, and a trace is mostly opened once, on the
-//!   machine that made it. A chunk under 8 KiB (all of a short capture) goes
-//!   to the file uncompressed, as does one that would not shrink.
+//!   traces Perfetto's own service compresses). Compression is off by default
+//!   because it is most of what the file costs the writer thread, and a trace
+//!   is mostly opened once, on the machine that made it. A chunk under 8 KiB
+//!   (all of a short capture) goes to the file uncompressed, as does one that
+//!   would not shrink.
 //! - An external lane (Ninja's actions, test executables) is a process of its
 //!   own, named after the lane, under the pid the Chrome JSON gives it too
 //!   ([`trace_core::LaneSlice::lane_pid`]: above the kernel's pids, so that
@@ -108,8 +86,8 @@
 //!   thread per sub-lane (`ninja 0`, `ninja 1`, ...) holding its slices.
 //! - The process's samples (`<P>_TRACE_SAMPLE`) are two counter tracks of the
 //!   process: [`MEMORY_COUNTER`] (unit bytes: the resident set at each
-//!   sample) and [`CPU_COUNTER`] (unit `%` of one core: the CPU used from one
-//!   sample to the next, placed at the first of the two).
+//!   sample) and [`CPU_COUNTER`] (unit `%` of one core, a double: the CPU
+//!   used from one sample to the next, placed at the first of the two).
 //! - The capture's family is an instant [`FAMILY_MARKER`] on the process's
 //!   track at the capture's start, with the annotations `trace_id` (32 hex)
 //!   and, for a child, `parent_span_id` (16 hex) and `parent_stem`.
@@ -119,7 +97,8 @@
 //! Packets go out a chunk at a time, through the capture's checked writer: at
 //! most one chunk of the trace is held in memory, and an I/O error is kept by
 //! the capture (the file stays `.partial`) rather than raised. Nothing here
-//! panics.
+//! panics. What a span costs in bytes and in the writer's time is in
+//! `docs/performance.md`.
 //!
 //! # Example
 //!
@@ -170,7 +149,7 @@
 //! Perfetto's interned `SourceLocation`, and interns no annotation values
 //! (each string value is written in full; the compression catches repeats).
 //! It reads nothing back: a file is only as valid as its bytes, which is why
-//! the tests check them with an independent decoder. A process killed
+//! the tests check them with independent decoders. A process killed
 //! mid-capture loses the chunk it held as well as what its buffers held (its
 //! file stays `.partial`, as always). A thread id the
 //! system reuses within one capture shares the first thread's track and name.
@@ -181,15 +160,11 @@ mod chunk;
 mod clock;
 mod format;
 mod ids;
-mod instants;
-mod intern;
+mod interning;
+#[cfg(test)]
 mod proto;
 mod sequence;
-mod sites;
 mod state;
-#[cfg(test)]
-mod test_sites;
-mod track_event;
 
 use std::io::{self, Write};
 
@@ -214,23 +189,23 @@ impl std::fmt::Debug for PerfettoSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PerfettoSink")
             .field("started", &self.state.is_some())
-            .field("threads", &self.state.as_ref().map_or(0, |s| s.threads.len()))
+            .field("compress", &self.compress)
             .finish_non_exhaustive()
     }
 }
 
 impl PerfettoSink {
     /// A new sink, ready to be handed to a capture. Its packets go to the
-    /// file as they are: about 36 bytes for a span without fields.
+    /// file as they are.
     pub fn new() -> Self {
         PerfettoSink { state: None, compress: false }
     }
 
     /// A sink whose chunks of packets are compressed with zlib
-    /// (`TracePacket.compressed_packets`): a span without fields then takes
-    /// about 5 bytes of the file instead of 36, for about a third more of the
-    /// writer's time per span (docs/performance.md). Worth it where the file
-    /// is kept or sent, not for a trace opened once on the machine that made it.
+    /// (`TracePacket.compressed_packets`): a span then takes a fraction of
+    /// the bytes, for more of the writer's time (`docs/performance.md`).
+    /// Worth it where the file is kept or sent, not for a trace opened once
+    /// on the machine that made it.
     ///
     /// ```
     /// let sink = trace_sink_perfetto::PerfettoSink::compressed();
@@ -244,7 +219,8 @@ impl PerfettoSink {
     /// never called `start` (it always does; this only avoids a panic).
     fn state(&mut self, out: &mut dyn Write) -> io::Result<&mut State> {
         if self.state.is_none() {
-            self.state = Some(State::start("process", std::process::id(), 0, 0, None, self.compress, out)?);
+            let state = State::start("process", std::process::id(), (0, 0), None, self.compress, out)?;
+            self.state = Some(state);
         }
         match self.state.as_mut() {
             Some(state) => Ok(state),
@@ -263,33 +239,36 @@ impl Sink for PerfettoSink {
     }
 
     fn start(&mut self, start: &Start<'_>, out: &mut dyn Write) -> io::Result<()> {
-        self.state = Some(State::start(
-            start.command,
-            start.pid,
-            start.start_ns,
-            start.start_unix_ms,
-            start.family,
-            self.compress,
-            out,
-        )?);
+        let times = (start.start_ns, start.start_unix_ms);
+        self.state = Some(State::start(start.command, start.pid, times, start.family, self.compress, out)?);
         Ok(())
     }
 
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
-        // Most events, the begins and ends of spans, first, with little
-        // around them: the others are written apart.
-        if let Some(state) = self.state.as_mut() {
-            match *event {
-                Event::SpanBegin { thread, ts, ref site, fields, thread_cpu_ns, .. } => {
-                    return state.span_begin(thread, ts, site, fields, thread_cpu_ns, out)
-                }
-                Event::SpanEnd { thread, ts, site, recorded, unclosed, cpu, .. } => {
-                    return state.span_end(thread, ts, recorded, site.has_static_text(), unclosed, cpu, out)
-                }
-                _ => {}
+        let state = self.state(out)?;
+        match *event {
+            Event::ThreadName { thread, name, .. } => state.thread(thread, Some(name), out).map(drop),
+            Event::SpanBegin { thread, ts, ref site, fields, thread_cpu_ns, .. } => {
+                state.span_begin((thread, ts), site, fields, thread_cpu_ns, out)
             }
+            Event::SpanEnd { thread, ts, ref site, recorded, unclosed, cpu, .. } => {
+                state.span_end((thread, ts), site, recorded, unclosed, cpu, out)
+            }
+            Event::Instant { thread, ts, ref site, fields, .. } => {
+                state.instant((thread, ts), site, fields, out)
+            }
+            Event::Lane(ref slice) => state.lane(slice, out),
+            Event::ProcessSample(ref sample) => state.process_sample(sample, out),
+            Event::AsyncSpan { id, begin_ts, end_ts, ref site, fields, unclosed, .. } => {
+                state.async_span((id, begin_ts, end_ts), site, fields, unclosed, out)
+            }
+            Event::FlowOut { flow, kind, thread, ts, .. } => state.flow_out(flow, kind, (thread, ts), out),
+            Event::FlowIn { flow, kind, thread, ts, at_begin, .. } => {
+                state.flow_in(flow, kind, (thread, ts), at_begin, out)
+            }
+            // A lane's report is the summary's.
+            _ => Ok(()),
         }
-        self.other_event(event, out)
     }
 
     /// The sampled CPU stacks, on a sequence of their own (their packets
@@ -303,47 +282,17 @@ impl Sink for PerfettoSink {
     }
 }
 
-impl PerfettoSink {
-    /// [`Sink::event`] for all but the begins and ends of spans of a
-    /// started sink.
-    #[inline(never)]
-    fn other_event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()> {
-        let state = self.state(out)?;
-        match *event {
-            Event::ThreadName { thread, name, .. } => state.thread(thread, Some(name), out),
-            Event::SpanBegin { thread, ts, ref site, fields, thread_cpu_ns, .. } => {
-                state.span_begin(thread, ts, site, fields, thread_cpu_ns, out)
-            }
-            Event::SpanEnd { thread, ts, site, recorded, unclosed, cpu, .. } => {
-                state.span_end(thread, ts, recorded, site.has_static_text(), unclosed, cpu, out)
-            }
-            Event::Instant { thread, ts, site, fields, .. } => state.instant(thread, ts, site, fields, out),
-            Event::Lane(ref slice) => state.lane(slice, out),
-            Event::ProcessSample(ref sample) => state.process_sample(sample, out),
-            Event::AsyncSpan { id, begin_ts, end_ts, site, fields, unclosed, .. } => {
-                state.async_span(id, begin_ts, end_ts, site, fields, unclosed, out)
-            }
-            Event::FlowOut { flow, kind, thread, ts, .. } => state.flow_out(flow, kind, thread, ts, out),
-            Event::FlowIn { flow, kind, thread, ts, at_begin, .. } => {
-                state.flow_in(flow, kind, thread, ts, at_begin, out)
-            }
-            _ => Ok(()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::cell::Cell;
 
     use prost::Message;
-
     use trace_core::{Field, LaneSlice, Site, Value};
 
     use super::*;
-    use crate::format::{TYPE_SLICE_BEGIN, TYPE_SLICE_END};
-    use crate::proto::{Trace, TrackEvent};
+    use crate::format::event::{TYPE_SLICE_BEGIN, TYPE_SLICE_END};
+    use crate::proto::Trace;
 
     /// Counts the calling thread's allocations, for the steady-state test.
     struct Counting;
@@ -370,29 +319,32 @@ mod tests {
     #[global_allocator]
     static COUNTING: Counting = Counting;
 
-    pub(crate) fn allocations() -> u64 {
+    fn allocations() -> u64 {
         ALLOCATIONS.with(Cell::get)
     }
 
     const COMPILE: Site<'static> =
         Site::new("compile", "cabin::build", trace_core::Level::INFO, Some("src/build.rs"), Some(12));
 
-    pub(crate) fn test_start() -> Start<'static> {
-        Start {
-            command: "build",
-            stem: "build-1-2-3",
-            pid: 4321,
-            start_unix_ms: 1,
-            start_ns: 10_000,
-            startup_us: None,
-            filter: "info",
-            ..Default::default()
-        }
+    fn test_start() -> Start<'static> {
+        let mut start = Start::default();
+        start.command = "build";
+        start.stem = "build-1-2-3";
+        start.pid = 4321;
+        start.start_unix_ms = 1;
+        start.start_ns = 10_000;
+        start.filter = "info";
+        start
     }
 
     #[test]
     fn a_steady_stream_of_events_is_encoded_without_allocating() {
-        let mut sink = PerfettoSink::new();
+        for sink in [PerfettoSink::new(), PerfettoSink::compressed()] {
+            steady_stream_allocates_nothing(sink);
+        }
+    }
+
+    fn steady_stream_allocates_nothing(mut sink: PerfettoSink) {
         let mut out = io::sink();
         sink.start(&test_start(), &mut out).unwrap();
         let site = COMPILE;
@@ -408,8 +360,9 @@ mod tests {
         let mut instant_fields = vec![Field { name: "message", value: Value::Str(&message) }];
         instant_fields.extend_from_slice(&fields);
         let mut round = |ts: u64, out: &mut dyn Write| {
+            let cpu = trace_core::ThreadCpu { begin_ns: ts, end_ns: ts + 1 };
             let events = [
-                Event::SpanBegin { thread: 7, ts, site, fields: &fields, thread_cpu_ns: None },
+                Event::SpanBegin { thread: 7, ts, site, fields: &fields, thread_cpu_ns: Some(ts) },
                 Event::Instant { thread: 7, ts: ts + 1, site, fields: &instant_fields },
                 Event::SpanEnd {
                     thread: 7,
@@ -419,7 +372,7 @@ mod tests {
                     fields: &fields,
                     recorded: &fields[..1],
                     unclosed: ts.is_multiple_of(20),
-                    cpu: None,
+                    cpu: Some(cpu),
                 },
                 Event::Lane(LaneSlice {
                     lane: "ninja",
@@ -435,7 +388,7 @@ mod tests {
             }
         };
         // Past the first full chunk, so that the compressor and its buffers exist.
-        for i in 0..600 {
+        for i in 0..1_000 {
             round(20_000 + i * 10, &mut out);
         }
         let before = allocations();
@@ -446,67 +399,6 @@ mod tests {
         let probe = allocations();
         drop(std::hint::black_box(vec![1u8]));
         assert_eq!(allocations() - probe, 1, "the counter sees an allocation");
-    }
-
-    /// Wire types of protobuf: a field key is `(field << 3) | wire type`.
-    const VARINT: u8 = 0;
-    const FIXED64: u8 = 1;
-
-    #[test]
-    fn two_category_iids_are_written_as_two_varint_fields_not_one_packed_run() {
-        let event = TrackEvent { category_iids: vec![1, 2], ..Default::default() };
-        // Field 3, wire type 0 (0x18), twice; packed would be 0x1a 0x02 0x01 0x02.
-        assert_eq!(event.encode_to_vec(), [0x18, 0x01, 0x18, 0x02]);
-    }
-
-    #[test]
-    fn every_repeated_scalar_of_a_track_event_is_unpacked() {
-        let event = TrackEvent {
-            category_iids: vec![1, 2],
-            extra_counter_values: vec![-1, 300],
-            extra_counter_track_uuids: vec![3, 4],
-            flow_ids_old: vec![5, 6],
-            terminating_flow_ids_old: vec![7, 8],
-            extra_double_counter_track_uuids: vec![9, 10],
-            extra_double_counter_values: vec![0.5, 1.5],
-            flow_ids: vec![11, 12],
-            terminating_flow_ids: vec![13, 14],
-            ..Default::default()
-        };
-        let bytes = event.encode_to_vec();
-        // Walk the fields; record each key.
-        let mut keys = Vec::new();
-        let mut rest = &bytes[..];
-        while !rest.is_empty() {
-            let key = match prost::encoding::decode_varint(&mut rest) {
-                Ok(key) => key,
-                Err(e) => panic!("bad key: {e}"),
-            };
-            let (field, wire) = (key >> 3, (key & 7) as u8);
-            match wire {
-                VARINT => {
-                    let _ = prost::encoding::decode_varint(&mut rest);
-                }
-                FIXED64 => rest = &rest[8..],
-                other => panic!("field {field} has wire type {other}: packed"),
-            }
-            keys.push((field, wire));
-        }
-        let expected = [
-            (3, VARINT),
-            (12, VARINT),
-            (31, VARINT),
-            (36, VARINT),
-            (42, VARINT),
-            (45, VARINT),
-            (46, FIXED64),
-            (47, FIXED64),
-            (48, FIXED64),
-        ];
-        for (field, wire) in expected {
-            assert_eq!(keys.iter().filter(|k| **k == (field, wire)).count(), 2, "field {field}: {keys:?}");
-        }
-        assert_eq!(keys.len(), 2 * expected.len());
     }
 
     #[test]
@@ -533,7 +425,7 @@ mod tests {
             sink.event(e, &mut out).unwrap();
         }
         assert!(out.is_empty(), "packets wait in the chunk");
-        sink.state.as_mut().unwrap().enc.flush(&mut out).unwrap();
+        sink.state.as_mut().unwrap().chunk.flush(&mut out).unwrap();
         let packets = Trace::decode(&out[..]).unwrap().packet;
         assert_eq!(packets.len(), 6, "{packets:#?}");
         let process = packets[1].track_descriptor.clone().unwrap();
@@ -543,11 +435,56 @@ mod tests {
         assert_eq!(thread.thread.unwrap().tid, Some(77));
         assert_ne!(packets[0].trusted_packet_sequence_id, packets[2].trusted_packet_sequence_id);
         let begin = packets[4].track_event.clone().unwrap();
-        assert_eq!((begin.r#type, packets[4].timestamp), (Some(TYPE_SLICE_BEGIN), Some(100)));
+        assert_eq!((begin.r#type, packets[4].timestamp), (Some(TYPE_SLICE_BEGIN as i32), Some(100)));
         let end = packets[5].track_event.clone().unwrap();
-        assert_eq!((end.r#type, packets[5].timestamp), (Some(TYPE_SLICE_END), Some(200)));
+        assert_eq!((end.r#type, packets[5].timestamp), (Some(TYPE_SLICE_END as i32), Some(200)));
         assert_eq!(end.debug_annotations[0].bool_value, Some(true));
         let names = packets[5].interned_data.clone().unwrap().debug_annotation_names;
         assert_eq!(names[0].name.as_deref(), Some("unclosed"));
+    }
+
+    #[test]
+    fn the_thread_cpu_counter_track_has_no_name_and_is_the_builtin_thread_time_child_of_its_thread() {
+        let mut sink = PerfettoSink::new();
+        let mut out = Vec::new();
+        sink.start(&test_start(), &mut out).unwrap();
+        let cpu = trace_core::ThreadCpu { begin_ns: 5_000, end_ns: 7_000 };
+        let events = [
+            Event::SpanBegin {
+                thread: 9,
+                ts: 10_100,
+                site: COMPILE,
+                fields: &[],
+                thread_cpu_ns: Some(5_000),
+            },
+            Event::SpanEnd {
+                thread: 9,
+                ts: 10_300,
+                begin_ts: 10_100,
+                site: COMPILE,
+                fields: &[],
+                recorded: &[],
+                unclosed: false,
+                cpu: Some(cpu),
+            },
+        ];
+        for e in &events {
+            sink.event(e, &mut out).unwrap();
+        }
+        sink.state.as_mut().unwrap().chunk.flush(&mut out).unwrap();
+        let packets = Trace::decode(&out[..]).unwrap().packet;
+        let tracks: Vec<_> = packets.iter().filter_map(|p| p.track_descriptor.clone()).collect();
+        let thread = tracks.iter().find(|t| t.thread.is_some()).unwrap();
+        let counter = tracks.iter().find(|t| t.counter.is_some()).unwrap();
+        assert_eq!(counter.name, None, "a name would opt the track out of thread durations");
+        assert_eq!(counter.parent_uuid, thread.uuid);
+        assert_eq!(counter.counter.clone().unwrap().r#type, Some(1), "COUNTER_THREAD_TIME_NS");
+        let samples: Vec<_> = packets
+            .iter()
+            .filter_map(|p| p.track_event.clone())
+            .map(|e| (e.extra_counter_track_uuids, e.extra_counter_values))
+            .collect();
+        let uuid = counter.uuid.unwrap();
+        assert_eq!(samples, [(vec![uuid], vec![5_000]), (vec![uuid], vec![7_000])]);
     }
 }

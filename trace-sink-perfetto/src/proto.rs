@@ -1,11 +1,6 @@
-//! The part of Perfetto's trace schema this sink writes, as hand-written prost
-//! messages, so that building the crate needs no `protoc`.
-//!
-//! prost encodes the few packets a sequence writes besides its events (its
-//! first packet, track descriptors). Track events, nearly all of a trace, are
-//! encoded by hand (`track_event.rs`), into the same bytes prost would write
-//! for these messages; the tests use them as the oracle for that, and to read
-//! the sink's output back.
+//! The part of Perfetto's trace schema the sink writes, as hand-written prost
+//! messages: the tests' oracle (prost's bytes for the same message, byte for
+//! byte) and their reader of the sink's own output. Only the tests build it.
 //!
 //! Field numbers and types follow `protos/perfetto/trace/perfetto_trace.proto`
 //! (the schema is proto2). Only the fields the sink uses are declared, with one
@@ -14,7 +9,6 @@
 //! the schema declares these unpacked, and Perfetto's own decoder reads them one
 //! varint (or fixed64) per field key: a packed run would be misread, while
 //! protoc and the Python classes accept either form and so would not notice.
-//! Declaring them all keeps that rule true for whoever uses one later.
 //!
 //! Singular fields are `optional` so that a zero (a track event type of
 //! `TYPE_UNSPECIFIED` aside) is written when set, as proto2 does.
@@ -48,8 +42,6 @@ pub(crate) struct TracePacket {
     pub interned_data: Option<InternedData>,
     #[prost(uint32, optional, tag = "13")]
     pub sequence_flags: Option<u32>,
-    /// Written by hand (`chunk::Chunk`), to spare a copy of the stream;
-    /// declared here so that the tests can read it.
     #[prost(bytes = "vec", optional, tag = "50")]
     pub compressed_packets: Option<Vec<u8>>,
     #[prost(uint32, optional, tag = "58")]

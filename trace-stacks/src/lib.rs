@@ -79,9 +79,9 @@
 //! - No symbols from separate debug files (`.gnu_debuglink`), and no
 //!   unwinding of code without unwind information and frame pointers (a
 //!   JIT's): such samples are counted as not unwound.
-//! - No trace file of its own: [`perfetto_packets`] is a prototype of the
-//!   packets the Perfetto sink writes, with a wire encoder of a few lines
-//!   that the sink's own protobuf writer should replace.
+//! - No trace file of its own: [`perfetto_packets`] gives the packets the
+//!   Perfetto sink appends (through trace-core's `CpuStacks`), written with
+//!   `trace-proto-wire`, the workspace's one protobuf writer.
 
 #![deny(missing_docs)]
 

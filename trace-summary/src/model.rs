@@ -1,4 +1,8 @@
 //! The model of `<stem>.timings.json`, format 3, field by field.
+//!
+//! Each struct may gain fields as the format does (a new field does not
+//! change `format_version`), so they are `#[non_exhaustive]`: read them
+//! field by field, and make them by reading a file ([`Timings::from_path`]).
 
 use std::collections::BTreeMap;
 
@@ -7,6 +11,7 @@ use trace_core::Since;
 
 /// The whole report. Every duration is in microseconds and every size in KiB,
 /// as the field names say.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
     /// The format's version: 3 (2 lacks `stacks`; 1 counted a child's peak
@@ -77,6 +82,7 @@ pub struct Timings {
 }
 
 /// The sampled CPU stacks of the capture (`<P>_TRACE_STACKS`).
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StackSummary {
     /// `off` (not asked for), `on` (sampled), or `unavailable` (asked for,
@@ -107,6 +113,7 @@ pub struct StackSummary {
 }
 
 /// The samples of one span name.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpanStacks {
     /// The span's name.
@@ -120,6 +127,7 @@ pub struct SpanStacks {
 }
 
 /// A function and how many samples it was executing.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FunctionSamples {
     /// The function, demangled (`my_crate::parse::lex`).
@@ -182,6 +190,7 @@ impl StackSummary {
 }
 
 /// One trace file of the capture.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceFile {
     /// The sink that wrote it: `chrome` or `perfetto`.
@@ -196,6 +205,7 @@ pub struct TraceFile {
 }
 
 /// Totals of one span name (and target).
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SpanTotals {
     /// The span's name.
@@ -233,6 +243,7 @@ pub struct SpanTotals {
 /// differences of two readings, so what a process did before it exec'd the
 /// tool is never counted as the tool's; peaks are never summed.
 /// `self_max_rss_since` is `image_start` or `process_creation`.
+#[non_exhaustive]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceSummary {
     /// The capture's figures.
@@ -302,6 +313,7 @@ pub(crate) mod since_name {
 }
 
 /// What the capture knows of Ninja's actions in this run.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ninja {
     /// `not_run`, `available` or `unavailable`.
@@ -335,6 +347,7 @@ impl Ninja {
 }
 
 /// What an external lane (other than Ninja) holds.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lane {
     /// How many slices (e.g. test executables) it holds.

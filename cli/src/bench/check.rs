@@ -78,7 +78,11 @@ impl Check {
             Op::Lt => f < self.value,
             Op::Gt => f > self.value,
         });
-        CheckResult { check: self.text.clone(), passed, found }
+        let mut result = CheckResult::default();
+        result.check = self.text.clone();
+        result.passed = passed;
+        result.found = found;
+        result
     }
 }
 

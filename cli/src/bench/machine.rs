@@ -4,16 +4,15 @@ use trace_compare::samples::Machine;
 
 /// The machine this runs on; fields the system does not tell are `None`.
 pub fn describe() -> Machine {
-    Machine {
-        cpu_model: cpu_model(),
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-        os: std::env::consts::OS.to_string(),
-        os_release: os_release(),
-        kernel: kernel(),
-        arch: std::env::consts::ARCH.to_string(),
-        load_average_start: load_average(),
-        load_average_end: None,
-    }
+    let mut machine = Machine::default();
+    machine.cpu_model = cpu_model();
+    machine.cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    machine.os = std::env::consts::OS.to_string();
+    machine.os_release = os_release();
+    machine.kernel = kernel();
+    machine.arch = std::env::consts::ARCH.to_string();
+    machine.load_average_start = load_average();
+    machine
 }
 
 fn cpu_model() -> Option<String> {

@@ -51,12 +51,12 @@ pub fn prepare(label: &str, command: &str, shell: bool, workdir: Option<&Path>) 
     if !shell && binary.is_none() {
         bail!("command of `{label}`: `{program}` is not an executable file nor found on PATH");
     }
-    let argv = if shell { Vec::new() } else { rest.to_vec() };
-    Ok(Prepared {
-        info: CommandInfo { label: label.to_string(), command: command.to_string(), argv, binary },
-        env: if shell { Vec::new() } else { env },
-        shell,
-    })
+    let mut info = CommandInfo::default();
+    info.label = label.to_string();
+    info.command = command.to_string();
+    info.argv = if shell { Vec::new() } else { rest.to_vec() };
+    info.binary = binary;
+    Ok(Prepared { info, env: if shell { Vec::new() } else { env }, shell })
 }
 
 /// `program` as the child would find it: a path (relative to `workdir`) or
@@ -101,7 +101,11 @@ fn identify(path: &Path) -> anyhow::Result<Binary> {
         hash.update(&buf[..n]);
     }
     let sha256 = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    Ok(Binary { path: path.display().to_string(), size_bytes: size, sha256 })
+    let mut binary = Binary::default();
+    binary.path = path.display().to_string();
+    binary.size_bytes = size;
+    binary.sha256 = sha256;
+    Ok(binary)
 }
 
 /// Runs `cmd` once in `workdir` with `trace_var` set to `run_dir/trace`;
@@ -172,21 +176,22 @@ fn reap(child: Child) -> std::io::Result<Outcome> {
     } else {
         (None, None)
     };
-    Ok(Outcome {
-        wall_ns: 0,
-        user_us: Some(us(ru.ru_utime)),
-        system_us: Some(us(ru.ru_stime)),
-        max_rss_kib: Some(rss),
-        exit_code,
-        signal,
-    })
+    let mut outcome = Outcome::default();
+    outcome.user_us = Some(us(ru.ru_utime));
+    outcome.system_us = Some(us(ru.ru_stime));
+    outcome.max_rss_kib = Some(rss);
+    outcome.exit_code = exit_code;
+    outcome.signal = signal;
+    Ok(outcome)
 }
 
 /// Without `wait4`: the exit status only; CPU and RSS are `null`.
 #[cfg(not(unix))]
 fn reap(mut child: Child) -> std::io::Result<Outcome> {
     let status = child.wait()?;
-    Ok(Outcome { exit_code: status.code(), ..Outcome::default() })
+    let mut outcome = Outcome::default();
+    outcome.exit_code = status.code();
+    Ok(outcome)
 }
 
 /// Runs the untimed `--prepare` command through `sh -c`; a failure stops the

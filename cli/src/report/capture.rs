@@ -183,7 +183,10 @@ pub fn page(path: &Path, timings: &Timings) -> anyhow::Result<Page> {
     let mut facts = vec![
         ("command", esc(&timings.command)),
         ("wall", ms(timings.wall_us as f64 / 1000.0)),
-        ("CPU of the tool (user + system)", cpu(r.figures.self_user_us, r.figures.self_system_us).unwrap_or("-".into())),
+        (
+            "CPU of the tool (user + system)",
+            cpu(r.figures.self_user_us, r.figures.self_system_us).unwrap_or("-".into()),
+        ),
         ("peak RSS of the tool", r.figures.self_max_rss_kib.map_or("-".into(), mib)),
         ("filter", esc(&timings.filter)),
         ("trace complete", timings.trace_complete.to_string()),

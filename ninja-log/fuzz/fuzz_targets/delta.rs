@@ -40,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
         panic!("{e}");
     }
     match &delta {
-        Delta::Available { actions, notes } => {
+        Delta::Available { actions, notes, .. } => {
             for a in actions {
                 assert!(a.start_ms <= a.end_ms, "{a:?}");
                 assert!(!a.outputs.is_empty(), "{a:?}");
@@ -54,7 +54,7 @@ fuzz_target!(|data: &[u8]| {
                 assert!(actions.is_empty());
             }
         }
-        Delta::Unavailable { reason } => {
+        Delta::Unavailable { reason, .. } => {
             assert!(reason.starts_with(".ninja_log"), "reason without its path: {reason}");
         }
     }

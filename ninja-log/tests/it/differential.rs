@@ -257,7 +257,7 @@ fn the_differential_inputs_take_every_path() {
     let mut count = |delta: &Delta| {
         let text = match delta {
             Delta::Available { notes, .. } => notes.join("\n"),
-            Delta::Unavailable { reason } => reason.clone(),
+            Delta::Unavailable { reason, .. } => reason.clone(),
         };
         for (kind, fragment) in kinds {
             if text.contains(fragment) {

@@ -80,7 +80,9 @@ fn nul_bytes_never_panic_and_never_invent_an_action() {
                 assert_eq!(actions[0].start_ms, 0);
                 assert_eq!(actions[0].end_ms, 5);
             }
-            Delta::Unavailable { reason } => assert!(reason.starts_with("build/.ninja_log:2:"), "{reason}"),
+            Delta::Unavailable { reason, .. } => {
+                assert!(reason.starts_with("build/.ninja_log:2:"), "{reason}")
+            }
         }
     }
 }

@@ -45,7 +45,9 @@ pub fn agrees(snapshot: &Snapshot, after: Option<&[u8]>, owned: &Delta) -> Resul
     }
     let (Some(actions), Some(want)) = (lent.actions(), owned.actions()) else {
         return match (&lent, owned) {
-            (DeltaRef::Unavailable { reason }, Delta::Unavailable { reason: r }) if reason == r => Ok(()),
+            (DeltaRef::Unavailable { reason, .. }, Delta::Unavailable { reason: r, .. }) if reason == r => {
+                Ok(())
+            }
             _ => fail("is available when the owned one is not, or the other way round"),
         };
     };

@@ -120,7 +120,7 @@ impl Build {
 fn drawn(delta: &Delta) -> Vec<String> {
     let actions = match delta {
         Delta::Available { actions, .. } => actions,
-        Delta::Unavailable { reason } => panic!("unavailable: {reason}"),
+        Delta::Unavailable { reason, .. } => panic!("unavailable: {reason}"),
     };
     let mut v: Vec<String> = actions.iter().map(|a| a.outputs.join("+")).collect();
     v.sort();

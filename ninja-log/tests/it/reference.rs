@@ -185,15 +185,15 @@ mod read {
             (_, Some(a)) if !a.is_empty() => a,
             (None | Some([]), after) => {
                 let found = if after.is_some() { "empty" } else { "missing" };
-                return Delta::Available {
-                    actions: Vec::new(),
-                    notes: vec![format!(
+                return Delta::available(
+                    Vec::new(),
+                    vec![format!(
                         "{ap}: the log is {found} after the run and held nothing before it, so Ninja \
                          recorded no successful action in it (nothing to do, a dry run, or a failure \
                          before any action succeeded); if the manifest sets `builddir`, the log is in \
                          that directory instead"
                     )],
-                };
+                );
             }
             (Some(b), None) => {
                 return unavailable(format!(
@@ -435,13 +435,7 @@ mod read {
                 MapEntry::Occupied(i) => actions[*i.get()].outputs.push(output),
                 MapEntry::Vacant(v) => {
                     v.insert(actions.len());
-                    actions.push(Action {
-                        start_ms: e.start_ms,
-                        end_ms: e.end_ms,
-                        outputs: vec![output],
-                        hash: e.hash.to_owned(),
-                        epoch,
-                    });
+                    actions.push(Action::new(e.start_ms, e.end_ms, vec![output], e.hash, epoch));
                 }
             }
         }
@@ -451,7 +445,7 @@ mod read {
                  U+FFFD in place of the bytes that are not"
             ));
         }
-        Delta::Available { actions, notes }
+        Delta::available(actions, notes)
     }
 
     /// Fails if a line meant to be this run's is byte for byte a line of the old
@@ -574,6 +568,6 @@ mod read {
     }
 
     fn unavailable(reason: String) -> Delta {
-        Delta::Unavailable { reason }
+        Delta::unavailable(reason)
     }
 }

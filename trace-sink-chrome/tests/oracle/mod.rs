@@ -1,12 +1,9 @@
-//! A plain encoder of the Chrome sink's format, written for clarity and not
-//! for speed: each event is built as a `String` with `format!`, strings are
-//! escaped one character at a time, integers go through `itoa` and names are
-//! cut with `chars()`. The sink's fast encoder must write exactly its bytes.
-//!
-//! It is the old encoder of commit 72d3324 (the oracle of the fast one),
-//! changed to the format of complete (`X`) spans, instants named after their
-//! message, loss markers and spans' CPU times; the crate docs describe
-//! that format.
+//! A reference encoder of the Chrome sink's format, written another way than
+//! the sink: each event is built as a `String` with `format!`, strings are
+//! escaped one character at a time, integers formatted by `std` and names
+//! cut with `chars()`. The sink must write exactly its bytes for the events
+//! it covers (spans, instants, lanes, thread names, loss markers); the
+//! crate docs describe that format.
 
 use std::io::{self, Write};
 
@@ -43,8 +40,8 @@ fn string(s: &str) -> String {
     out
 }
 
-fn int(v: impl itoa::Integer) -> String {
-    itoa::Buffer::new().format(v).to_string()
+fn int(v: impl std::fmt::Display) -> String {
+    v.to_string()
 }
 
 /// Nanoseconds as microseconds with three decimals.

@@ -2,9 +2,7 @@
 
 use std::io::{self, Write};
 
-use trace_core::{
-    CheckedWriter, Event, Field, Finish, LaneSlice, Level, Resources, Sink, Site, Start, Value,
-};
+use trace_core::{CheckedWriter, Event, Field, Finish, LaneSlice, Level, Sink, Site, Start, Value};
 use trace_sink_perfetto::PerfettoSink;
 
 /// Takes `limit` bytes, then fails every write as a full disk does.
@@ -28,16 +26,14 @@ impl Write for Full {
 }
 
 fn start() -> Start<'static> {
-    Start {
-        command: "build",
-        stem: "build-1-2-3",
-        pid: std::process::id(),
-        start_unix_ms: 1,
-        start_ns: 1_000,
-        startup_us: None,
-        filter: "info",
-        ..Default::default()
-    }
+    let mut start = Start::default();
+    start.command = "build";
+    start.stem = "build-1-2-3";
+    start.pid = std::process::id();
+    start.start_unix_ms = 1;
+    start.start_ns = 1_000;
+    start.filter = "info";
+    start
 }
 
 #[test]
@@ -76,13 +72,9 @@ fn a_write_failure_mid_capture_is_kept_and_the_sink_goes_on_without_panicking() 
                 assert!(sink.event(e, &mut out).is_ok(), "the checked writer swallows the error");
             }
         }
-        let end = Finish {
-            end_ns: 9_000,
-            dropped_records: 3,
-            unclosed_spans: 0,
-            files: &[],
-            resources: Resources::default(),
-        };
+        let mut end = Finish::default();
+        end.end_ns = 9_000;
+        end.dropped_records = 3;
         assert!(sink.finish(&end, &mut out).is_ok());
         assert_eq!(out.get_ref().got, limit, "the file got what fitted");
         assert!(out.written() <= limit as u64, "nothing is counted past the failure");

@@ -3,7 +3,7 @@
 //! official schema.
 
 use serde_json::{json, Value as Json};
-use trace_core::{Event, Field, Finish, Level, Resources, Sink, Site, Start, Value};
+use trace_core::{Event, Field, Finish, Level, Sink, Site, Start, Value};
 use trace_sink_perfetto::PerfettoSink;
 
 use crate::support::{assert_protoc_decodes, dump};
@@ -18,27 +18,20 @@ fn written(events: &[Event<'_>], dropped_records: u64) -> Vec<Json> {
     let path = dir.path().join("t.pftrace");
     let mut out = Vec::new();
     let mut sink = PerfettoSink::new();
-    let start = Start {
-        command: "build",
-        stem: "s",
-        pid: std::process::id(),
-        start_unix_ms: 1,
-        start_ns: START_NS,
-        startup_us: None,
-        filter: "info",
-        ..Default::default()
-    };
+    let mut start = Start::default();
+    start.command = "build";
+    start.stem = "s";
+    start.pid = std::process::id();
+    start.start_unix_ms = 1;
+    start.start_ns = START_NS;
+    start.filter = "info";
     sink.start(&start, &mut out).unwrap();
     for e in events {
         sink.event(e, &mut out).unwrap();
     }
-    let end = Finish {
-        end_ns: END_NS,
-        dropped_records,
-        unclosed_spans: 0,
-        files: &[],
-        resources: Resources::default(),
-    };
+    let mut end = Finish::default();
+    end.end_ns = END_NS;
+    end.dropped_records = dropped_records;
     sink.finish(&end, &mut out).unwrap();
     std::fs::write(&path, &out).unwrap();
     assert_protoc_decodes(&path);

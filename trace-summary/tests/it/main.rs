@@ -198,16 +198,11 @@ fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
 
     let mut sink = SummarySink::default();
     let mut out = Vec::new();
-    let start = Start {
-        command: "c",
-        stem: "s",
-        pid: 1,
-        start_unix_ms: 0,
-        start_ns: 0,
-        startup_us: None,
-        filter: "trace",
-        ..Default::default()
-    };
+    let mut start = Start::default();
+    start.command = "c";
+    start.stem = "s";
+    start.pid = 1;
+    start.filter = "trace";
     sink.start(&start, &mut out).unwrap();
     // Two call sites of one name and target (their strings at different
     // addresses), and the same name under another target.
@@ -235,13 +230,8 @@ fn spans_are_totalled_by_name_and_target_whatever_their_call_site() {
         };
         sink.event(&end, &mut out).unwrap();
     }
-    let finish = Finish {
-        end_ns: 20_000_000,
-        dropped_records: 0,
-        unclosed_spans: 0,
-        files: &[],
-        resources: Default::default(),
-    };
+    let mut finish = Finish::default();
+    finish.end_ns = 20_000_000;
     sink.finish(&finish, &mut out).unwrap();
     let t = Timings::from_slice(&out, Path::new("s.timings.json")).unwrap();
     let rows: Vec<(&str, &str, u64, u64, u64, i128)> = t
