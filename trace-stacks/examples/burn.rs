@@ -28,6 +28,7 @@ fn compile() -> u64 {
     spin_for(Duration::from_millis(40))
 }
 
+#[cfg(target_os = "linux")]
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: writes one timespec.
@@ -47,6 +48,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stacks = sampler.finish();
     let finish_time = finished.elapsed();
     stacks.write_folded(std::io::stdout(), |_, _| vec!["main".to_string()])?;
+    // The clocks the trace relates are Linux's (the only sampler there is).
+    #[cfg(target_os = "linux")]
     if let Some(path) = std::env::args_os().nth(1) {
         let mut trace = trace_stacks::perfetto_clock_snapshot(
             clock_ns(libc::CLOCK_BOOTTIME),

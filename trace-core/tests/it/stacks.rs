@@ -9,7 +9,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use trace_core::{Config, CpuStacks, Event, Finish, Session, Sink};
 
-use crate::collect::{Front, FRONTS};
+use crate::collect::Front;
 
 /// What the sink got from `Sink::stacks`: the status and, per span name, the
 /// samples.
@@ -88,7 +88,7 @@ fn stacks_are_off_unless_asked_for_and_the_sinks_hear_so() {
 #[cfg(all(feature = "stacks", target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn a_spinning_span_holds_its_samples_under_both_front_ends() {
-    for front in FRONTS {
+    for front in crate::collect::FRONTS {
         let (session, got) = session(front, Some("1ms"));
         session.run(|| tracing::info_span!("spin").in_scope(|| spin(Duration::from_millis(30))));
         let report = session.finish();
@@ -106,7 +106,6 @@ fn a_spinning_span_holds_its_samples_under_both_front_ends() {
 #[cfg(not(feature = "stacks"))]
 #[test]
 fn without_the_feature_stacks_asked_for_are_a_warning_and_the_command_runs_the_same() {
-    let _ = FRONTS;
     let (session, got) = session(Front::Own, Some("1ms"));
     let answer = session.run(|| tracing::info_span!("work").in_scope(|| 42));
     let report = session.finish();
