@@ -71,6 +71,7 @@
 //! | `CABIN_TRACE_FORMAT` | comma list of `chrome`, `perfetto`, `otlp`; default: [`FORMATS`], `chrome,perfetto` with the default features. The summary is always written. A format this build left out is refused, naming the feature that compiles it in |
 //! | `CABIN_TRACE_CPU` | the least severe level whose spans record their thread CPU time: a level or `off`; default `info` |
 //! | `CABIN_TRACE_SAMPLE` | the interval of the resident-memory and CPU counters, `1ms` to `1s` (e.g. `10ms`), or `off`; default `10ms` |
+//! | `CABIN_TRACE_STACKS` | sampled CPU call stacks of the capture's threads, one per `1ms` to `100ms` of a thread's CPU time, or `off`; default `off`. Adds `<stem>.stacks.folded`, samples in the `.pftrace` and the summary's `stacks` block (docs/stacks.md). Needs the `stacks` feature (default; nothing runs while the variable is unset) |
 //! | `CABIN_TRACE_CHILDREN` | `1`: children started through [`command`], [`run_ninja`] or [`run_test`] that use these crates (under any prefix) capture themselves into this directory, in this capture's family; `0` (default): only those whose own `<P>_TRACE_DIR` is set. See docs/family.md |
 //! | `TRACEPARENT`, `CABIN_TRACE_PARENT` | set on children by [`command`]; read at the start of a capture (a malformed value is a one-line warning and ignored) |
 //! | `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES` | with `otlp`: the resource of the OTLP file (see [`trace_sink_otlp`](https://docs.rs/trace-sink-otlp)); a malformed value is a warning, and the file is written without it |
@@ -275,6 +276,10 @@ impl Capture {
                 parent_span_id: family.parent_span_id,
             });
             sinks.push(Box::new(sink));
+        }
+        // Only when asked for (`<P>_TRACE_STACKS`): folded stacks for flame graphs.
+        if config.stacks().is_some() {
+            sinks.push(Box::new(trace_core::FoldedStacksSink));
         }
         // The summary goes last: it reports whether the others' files are complete.
         sinks.push(Box::new(trace_summary::SummarySink::new()));

@@ -31,6 +31,10 @@ mod resources;
 // The official schema's decoders and the JSON Schema validator (Linux).
 #[cfg(unix)]
 mod samples;
+// perf events, Perfetto's trace processor and speedscope in Chromium (Linux),
+// and the `stacks` feature (default).
+#[cfg(all(target_os = "linux", target_arch = "x86_64", feature = "stacks"))]
+mod stacks;
 mod summary;
 mod support;
 // Perfetto's trace processor, installed by the test set-up (Linux).

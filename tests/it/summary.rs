@@ -30,7 +30,8 @@ fn the_demo_summary_counts_exactly_what_its_arguments_imply() {
     assert!(out.status.success(), "{}", stderr(&out));
     let summary: Value =
         serde_json::from_slice(&std::fs::read(one(dir.path(), ".timings.json")).unwrap()).unwrap();
-    assert_eq!(summary["format_version"], 2);
+    assert_eq!(summary["format_version"], 3);
+    assert_eq!(summary["stacks"]["status"], "off", "stacks are off unless asked for");
     assert_eq!(summary["command"], "build");
     assert_eq!(summary["trace_complete"], true);
     assert_eq!(summary["dropped_records"], 0);
@@ -117,7 +118,7 @@ pub fn check_schema(file: &Path) -> std::process::Output {
     );
     std::process::Command::new(&python)
         .arg(root.join("tools/validate_json_schema.py"))
-        .arg(root.join("trace-summary/schema/timings-v2.schema.json"))
+        .arg(root.join("trace-summary/schema/timings-v3.schema.json"))
         .arg(file)
         .output()
         .unwrap()

@@ -24,7 +24,7 @@ fn root() -> &'static Path {
 }
 
 /// Where the run's artifacts go: `target/viewer/`, beside the test binary's profile.
-fn artifacts() -> PathBuf {
+pub(crate) fn artifacts() -> PathBuf {
     let me = std::env::current_exe().expect("the test binary's path");
     // target/<profile>/deps/it-<hash> -> target/viewer
     let target = me.ancestors().nth(3).expect("the target directory");
@@ -34,7 +34,7 @@ fn artifacts() -> PathBuf {
 }
 
 /// Runs the speedscope check on `trace`, looking for `frame`, and returns its report.
-fn speedscope(trace: &Path, screenshot: &Path, frame: &str) -> Value {
+pub(crate) fn speedscope(trace: &Path, screenshot: &Path, frame: &str) -> Value {
     let node = Command::new("node").arg("--version").output();
     assert!(node.is_ok_and(|o| o.status.success()), "node is missing: {INSTALL}");
     assert!(Path::new(CHROMIUM).exists(), "{CHROMIUM} is missing: {INSTALL}");
@@ -77,7 +77,7 @@ fn speedscope(trace: &Path, screenshot: &Path, frame: &str) -> Value {
 
 /// Chromium's software renderer, not the page, reports a stall when a
 /// screenshot reads WebGL's pixels back; speedscope draws with WebGL.
-fn from_the_software_gpu(message: &Value) -> bool {
+pub(crate) fn from_the_software_gpu(message: &Value) -> bool {
     let text = message["text"].as_str().unwrap_or("");
     text.starts_with("[.WebGL-") && text.contains("GL Driver Message")
 }

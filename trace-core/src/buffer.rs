@@ -72,6 +72,8 @@ pub(crate) enum Msg {
     Finish {
         end_rel: u64,
         resources: Resources,
+        /// The CPU stacks, sampled until now.
+        stacks: Box<crate::stacks::StacksEnd>,
     },
     /// Answered once everything sent before it has been processed.
     Sync(Sender<()>),
@@ -471,6 +473,9 @@ pub(crate) struct Threads {
     /// The same buffers, for the rare lookups of another thread's spans; a
     /// lock of its own, only ever held for an index.
     pub by_index: RwLock<Vec<Arc<ThreadBuf>>>,
+    /// The sampler of CPU stacks each thread joins as it registers, when
+    /// `<P>_TRACE_STACKS` is on.
+    pub stacks: crate::stacks::StacksSampler,
 }
 
 static NEXT_CAPTURE: AtomicU64 = AtomicU64::new(1);
@@ -483,6 +488,7 @@ impl Threads {
             handoff,
             list: Mutex::new(Vec::new()),
             by_index: RwLock::new(Vec::new()),
+            stacks: Default::default(),
         }
     }
 
@@ -501,6 +507,9 @@ impl Threads {
         // records nothing stamped before it registered.
         let registered = self.clock.now();
         let buf = ThreadBuf::new_shared(list.len() as u32, tid, name, self.handoff.first_batch(), registered);
+        // Every thread that records into the capture has its CPU stacks
+        // sampled, when they are on.
+        self.stacks.add_thread(tid);
         list.push(buf.clone());
         self.by_index.write().push(buf.clone());
         Some(buf)

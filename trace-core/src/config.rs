@@ -28,6 +28,11 @@ pub const MIN_SAMPLE: Duration = Duration::from_millis(1);
 /// The longest interval `<P>_TRACE_SAMPLE` accepts.
 pub const MAX_SAMPLE: Duration = Duration::from_secs(1);
 
+/// The shortest interval `<P>_TRACE_STACKS` accepts.
+pub const MIN_STACKS: Duration = Duration::from_millis(1);
+/// The longest interval `<P>_TRACE_STACKS` accepts.
+pub const MAX_STACKS: Duration = Duration::from_millis(100);
+
 /// A validated capture configuration: where to write, what to keep, which sinks.
 ///
 /// Built by [`Config::from_env`] (or [`Config::from_lookup`] in tests); it holds
@@ -45,11 +50,12 @@ pub struct Config {
     warnings: Vec<String>,
     cpu: LevelFilter,
     sample: Option<Duration>,
+    stacks: Option<Duration>,
 }
 
 impl Config {
     /// Reads `<prefix>_TRACE_DIR`, `<prefix>_TRACE_FILTER`, `<prefix>_TRACE_FORMAT`,
-    /// `<prefix>_TRACE_CPU` and `<prefix>_TRACE_SAMPLE`.
+    /// `<prefix>_TRACE_CPU`, `<prefix>_TRACE_SAMPLE` and `<prefix>_TRACE_STACKS`.
     ///
     /// Returns `Ok(None)` when `<prefix>_TRACE_DIR` is unset: capture is off,
     /// unless the process was started by a capture that asked its children
@@ -119,6 +125,7 @@ impl Config {
         let children_var = format!("{prefix}_TRACE_CHILDREN");
         let cpu_var = format!("{prefix}_TRACE_CPU");
         let sample_var = format!("{prefix}_TRACE_SAMPLE");
+        let stacks_var = format!("{prefix}_TRACE_STACKS");
 
         // A child joins its parent's capture when its own directory is set,
         // or when the parent asked every child to join.
@@ -211,8 +218,16 @@ impl Config {
             None => Some(DEFAULT_SAMPLE),
             Some(raw) => {
                 let text = utf8(&sample_var, raw, ErrorKind::Sample)?;
-                parse_sample(&text)
+                parse_interval(&text, MIN_SAMPLE..=MAX_SAMPLE, SAMPLE_EXPECTED)
                     .map_err(|why| ConfigError::new(sample_var, text.clone(), ErrorKind::Sample, &why))?
+            }
+        };
+        let stacks = match lookup(&stacks_var) {
+            None => None,
+            Some(raw) => {
+                let text = utf8(&stacks_var, raw, ErrorKind::Stacks)?;
+                parse_interval(&text, MIN_STACKS..=MAX_STACKS, STACKS_EXPECTED)
+                    .map_err(|why| ConfigError::new(stacks_var, text.clone(), ErrorKind::Stacks, &why))?
             }
         };
 
@@ -227,6 +242,7 @@ impl Config {
             warnings: inherited.warnings,
             cpu,
             sample,
+            stacks,
         }))
     }
 
@@ -324,6 +340,20 @@ impl Config {
         self
     }
 
+    /// The interval of the sampled CPU call stacks of the capture's threads
+    /// (`<P>_TRACE_STACKS`: one sample per this much CPU time of a thread), or
+    /// `None` when they are off (the default).
+    pub fn stacks(&self) -> Option<Duration> {
+        self.stacks
+    }
+
+    /// The same configuration sampling CPU stacks every `interval` of a
+    /// thread's CPU time (`None`: off).
+    pub fn with_stacks(mut self, interval: Option<Duration>) -> Config {
+        self.stacks = interval;
+        self
+    }
+
     /// The name of the directory variable, e.g. `CABIN_TRACE_DIR`.
     pub fn dir_var(&self) -> String {
         format!("{}_TRACE_DIR", self.prefix)
@@ -375,12 +405,19 @@ fn parse_cpu(text: &str) -> Result<LevelFilter, String> {
     }
 }
 
-/// `<P>_TRACE_SAMPLE`: `off`, or a whole number of `ms` or `s` between
-/// [`MIN_SAMPLE`] and [`MAX_SAMPLE`].
-fn parse_sample(text: &str) -> Result<Option<Duration>, String> {
+const SAMPLE_EXPECTED: &str = "expected an interval from `1ms` to `1s` (a whole number followed by `ms` or \
+                               `s`, e.g. `10ms`, the default), or `off`";
+const STACKS_EXPECTED: &str = "expected an interval of CPU time from `1ms` to `100ms` (a whole number \
+                               followed by `ms`, e.g. `1ms`), or `off` (the default)";
+
+/// `<P>_TRACE_SAMPLE` and `<P>_TRACE_STACKS`: `off`, or a whole number of
+/// `ms` or `s` within `range`; `expected` ends every refusal.
+fn parse_interval(
+    text: &str,
+    range: std::ops::RangeInclusive<Duration>,
+    expected: &str,
+) -> Result<Option<Duration>, String> {
     let word = text.trim();
-    let expected = "expected an interval from `1ms` to `1s` (a whole number followed by `ms` or `s`, e.g. \
-                    `10ms`, the default), or `off`";
     if word.eq_ignore_ascii_case("off") {
         return Ok(None);
     }
@@ -400,7 +437,7 @@ fn parse_sample(text: &str) -> Result<Option<Duration>, String> {
         .ok()
         .and_then(|n| n.checked_mul(unit_ms))
         .map(Duration::from_millis)
-        .filter(|d| (MIN_SAMPLE..=MAX_SAMPLE).contains(d))
+        .filter(|d| range.contains(d))
         .ok_or_else(|| format!("is out of range; {expected}"))?;
     Ok(Some(interval))
 }
@@ -421,6 +458,8 @@ pub enum ErrorKind {
     Cpu,
     /// `<P>_TRACE_SAMPLE`: not an interval from 1 ms to 1 s, nor `off`.
     Sample,
+    /// `<P>_TRACE_STACKS`: not an interval from 1 ms to 100 ms, nor `off`.
+    Stacks,
 }
 
 /// A configuration the capture refuses, naming the variable, its value and what
@@ -707,6 +746,33 @@ mod tests {
             let msg = e.to_string();
             assert!(msg.starts_with(&format!("CABIN_TRACE_SAMPLE=`{bad}`: ")), "{msg}");
             assert!(msg.contains("expected an interval from `1ms` to `1s`"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn cpu_stacks_are_off_unless_an_interval_from_1ms_to_100ms_is_given() {
+        let c = Config::from_lookup("CABIN", &["chrome"], lookup(&[("CABIN_TRACE_DIR", "out")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.stacks(), None);
+        for (value, interval) in [
+            ("off", None),
+            ("1ms", Some(Duration::from_millis(1))),
+            (" 20ms ", Some(Duration::from_millis(20))),
+            ("100ms", Some(Duration::from_millis(100))),
+        ] {
+            assert_eq!(with("CABIN_TRACE_STACKS", value).unwrap().stacks(), interval, "{value}");
+        }
+    }
+
+    #[test]
+    fn a_stacks_interval_out_of_range_or_not_an_interval_is_refused_naming_the_variable() {
+        for bad in ["0ms", "500ms", "1s", "fast", "1", ""] {
+            let e = with("CABIN_TRACE_STACKS", bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Stacks, "{bad}");
+            let msg = e.to_string();
+            assert!(msg.starts_with(&format!("CABIN_TRACE_STACKS=`{bad}`: ")), "{msg}");
+            assert!(msg.contains("expected an interval of CPU time from `1ms` to `100ms`"), "{msg}");
         }
     }
 }

@@ -87,6 +87,10 @@ pub struct Session {
     sampler: Option<crate::sampler::Sampler>,
     /// Why the sampler thread did not start, for the report.
     sampler_error: Option<String>,
+    /// The interval of the CPU stacks (`<P>_TRACE_STACKS`), when asked for.
+    stacks: Option<std::time::Duration>,
+    /// Why the CPU stacks could not be sampled, for the report and the summary.
+    stacks_error: Option<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -248,6 +252,9 @@ impl Session {
                 Err(e) => (None, Some(e.to_string())),
             },
         };
+        // The stacks sampler starts before any thread records, so each
+        // joins it as it registers; without it the command runs the same.
+        let stacks_error = config.stacks().and_then(|interval| core.threads.stacks.start(interval).err());
         Ok(Session {
             core,
             dispatch,
@@ -258,6 +265,8 @@ impl Session {
             usage_start: Usage::now(),
             sampler,
             sampler_error,
+            stacks: config.stacks(),
+            stacks_error,
         })
     }
 
@@ -329,6 +338,7 @@ impl Session {
                 late_records: 0,
                 waited_ns: 0,
                 sampler_error: None,
+                stacks_error: None,
             };
         }
         // Its last sample comes before the end.
@@ -337,9 +347,15 @@ impl Session {
         }
         let end_rel = self.core.rel_now();
         let resources = Usage::now().since(&self.usage_start, &self.core.children);
+        // Stopped and symbolized here, before the sinks finish.
+        let stacks = self.core.threads.stacks.finish(self.stacks, self.stacks_error.clone());
         let outcome = match self.core.writer.end() {
             Ended::Thread(writer) => {
-                let _ = self.core.threads.handoff.tx.send(Msg::Finish { end_rel, resources });
+                let _ = self.core.threads.handoff.tx.send(Msg::Finish {
+                    end_rel,
+                    resources,
+                    stacks: Box::new(stacks),
+                });
                 writer.join().ok().flatten()
             }
             // Nothing was ever sent: the records are all in the threads'
@@ -347,7 +363,7 @@ impl Session {
             Ended::Inline(pending) => {
                 let threads = self.core.threads.clone();
                 panic::catch_unwind(AssertUnwindSafe(|| {
-                    writer::run_inline(threads, pending, end_rel, resources)
+                    writer::run_inline(threads, pending, end_rel, resources, stacks)
                 }))
                 .ok()
             }
@@ -386,6 +402,7 @@ impl Session {
             late_records: handoff.late.load(Ordering::Relaxed),
             waited_ns: handoff.waited_ns.load(Ordering::Relaxed),
             sampler_error: self.sampler_error.take(),
+            stacks_error: self.stacks_error.take(),
         }
     }
 }
@@ -427,6 +444,9 @@ pub struct Report {
     /// start its thread: the trace then has no such counters. `None` when it
     /// ran or was off.
     pub sampler_error: Option<String>,
+    /// Why the CPU stacks asked for (`<P>_TRACE_STACKS`) could not be
+    /// sampled: the trace then has none. `None` when they ran or were off.
+    pub stacks_error: Option<String>,
 }
 
 impl Report {
@@ -465,6 +485,9 @@ impl Report {
             out.push(format!(
                 "warning: the trace has no memory and CPU counters: their sampler thread did not start ({e})"
             ));
+        }
+        if let Some(e) = &self.stacks_error {
+            out.push(format!("warning: the trace has no CPU stacks: {e}"));
         }
         if self.late_records > 0 {
             out.push(format!(

@@ -3,6 +3,7 @@
 use std::io::{self, Write};
 
 use crate::event::{Event, Finish, Start};
+use crate::stacks::CpuStacks;
 
 /// A consumer of a capture's events that writes one file, `<stem>.<suffix>`.
 ///
@@ -48,6 +49,13 @@ pub trait Sink: Send {
     }
     /// Called for every event, in order.
     fn event(&mut self, event: &Event<'_>, out: &mut dyn Write) -> io::Result<()>;
+    /// Called once after the last event, before [`Sink::finish`]: the
+    /// capture's sampled CPU stacks (`<P>_TRACE_STACKS`), or why there are
+    /// none. Most sinks ignore them.
+    fn stacks(&mut self, stacks: &CpuStacks, out: &mut dyn Write) -> io::Result<()> {
+        let _ = (stacks, out);
+        Ok(())
+    }
     /// Called once after the last event; the file is complete when it returns.
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()>;
 }

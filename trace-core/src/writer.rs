@@ -47,6 +47,7 @@ use crate::clock::{Anchors, Near};
 use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site, Start, ThreadCpu, Tid};
 use crate::record::{raw_value, Batch, Kind, OwnedLane, Raw};
 use crate::sink::{CheckedWriter, Sink};
+use crate::stacks::{CpuStacks, SpanIntervals, StacksEnd};
 
 mod fields;
 mod span_lives;
@@ -259,6 +260,8 @@ pub(crate) struct Writer {
     scratch: [Scratch; 2],
     /// Spans that run in pieces, and flows.
     span_lives: span_lives::SpanLives,
+    /// Every span's interval on its thread, while CPU stacks are sampled.
+    intervals: Option<SpanIntervals>,
 }
 
 /// What the writer hands back at the end.
@@ -286,7 +289,6 @@ impl Writer {
         }
         let anchors = threads.clock.ticks.then(|| Anchors::new(threads.clock.first_anchor));
         Writer {
-            threads,
             rx,
             sinks,
             thread_states: Vec::new(),
@@ -297,6 +299,8 @@ impl Writer {
             unclosed: 0,
             scratch: Default::default(),
             span_lives: span_lives::SpanLives::default(),
+            intervals: threads.stacks.started().then(SpanIntervals::default),
+            threads,
         }
     }
 
@@ -553,6 +557,9 @@ impl Writer {
             unclosed,
             cpu: open.begin_cpu.zip(end_cpu).map(|(begin_ns, end_ns)| ThreadCpu::new(begin_ns, end_ns)),
         };
+        if let Some(intervals) = self.intervals.as_mut() {
+            intervals.span_end(&event);
+        }
         feed(&mut self.sinks, &event);
         a.put(all);
         b.put(recorded);
@@ -735,6 +742,9 @@ impl Writer {
             cpu,
         };
         feed(&mut self.sinks, &begin);
+        if let Some(intervals) = self.intervals.as_mut() {
+            intervals.span_end(&end);
+        }
         feed(&mut self.sinks, &end);
         scratch.put(fields);
         true
@@ -847,7 +857,7 @@ impl Writer {
     }
 
     /// Handles one message; returns the finish's figures when it is the finish.
-    fn handle(&mut self, msg: Msg) -> Option<(u64, Resources)> {
+    fn handle(&mut self, msg: Msg) -> Option<(u64, Resources, Box<StacksEnd>)> {
         match msg {
             Msg::Batch { thread, seq, until, batch, bytes } => {
                 // Every record of the batch was stamped before this reading.
@@ -877,7 +887,7 @@ impl Writer {
                 self.emit(&Event::ProcessSample(sample));
                 self.advance();
             }
-            Msg::Finish { end_rel, resources } => return Some((end_rel, resources)),
+            Msg::Finish { end_rel, resources, stacks } => return Some((end_rel, resources, stacks)),
             Msg::Sync(done) => {
                 self.advance();
                 let _ = done.send(());
@@ -886,7 +896,13 @@ impl Writer {
         None
     }
 
-    fn finish(mut self, rx: &Receiver<Msg>, end_rel: u64, resources: Resources) -> Outcome {
+    fn finish(
+        mut self,
+        rx: &Receiver<Msg>,
+        end_rel: u64,
+        resources: Resources,
+        stacks: StacksEnd,
+    ) -> Outcome {
         // Close every thread's buffer, then take in what was sent before the
         // close, then the buffers' remainders.
         let remainders: Vec<(u32, Taken)> = {
@@ -926,6 +942,10 @@ impl Writer {
         self.span_lives.finish(&mut self.sinks, &self.spans, end_ns);
         let dropped = self.threads.handoff.dropped.load(Ordering::Relaxed);
         let unclosed_spans = self.unclosed;
+        let stacks = CpuStacks::new(stacks, self.intervals.take());
+        for s in &mut self.sinks {
+            s.call(|sink, out| sink.stacks(&stacks, out));
+        }
         let mut files: Vec<FileStatus> = Vec::with_capacity(self.sinks.len());
         for mut s in std::mem::take(&mut self.sinks) {
             let finish =
@@ -1066,17 +1086,23 @@ impl WriterCell {
 
 /// Runs a writer that never started on the calling thread, from its sinks'
 /// start to their finish, after every thread's records are in.
-pub(crate) fn run_inline(threads: Arc<Threads>, p: Pending, end_rel: u64, resources: Resources) -> Outcome {
+pub(crate) fn run_inline(
+    threads: Arc<Threads>,
+    p: Pending,
+    end_rel: u64,
+    resources: Resources,
+    stacks: StacksEnd,
+) -> Outcome {
     let rx = p.rx.clone();
     let w = Writer::start(threads, p);
-    w.finish(&rx, end_rel, resources)
+    w.finish(&rx, end_rel, resources, stacks)
 }
 
 /// The writer thread's body.
 fn run(threads: Arc<Threads>, p: Pending) -> Outcome {
     let rx = p.rx.clone();
     let mut w = Writer::start(threads, p);
-    let (end_rel, resources) = loop {
+    let (end_rel, resources, stacks) = loop {
         match rx.recv() {
             Ok(msg) => {
                 if let Some(end) = w.handle(msg) {
@@ -1084,10 +1110,10 @@ fn run(threads: Arc<Threads>, p: Pending) -> Outcome {
                 }
             }
             // Every sender is gone without a finish: end at the last moment we know.
-            Err(_) => break (w.threads.clock.rel_now(), Resources::default()),
+            Err(_) => break (w.threads.clock.rel_now(), Resources::default(), Box::default()),
         }
     };
-    w.finish(&rx, end_rel, resources)
+    w.finish(&rx, end_rel, resources, *stacks)
 }
 
 #[cfg(test)]

@@ -271,6 +271,12 @@ impl Sink for PerfettoSink {
         }
     }
 
+    /// The sampled CPU stacks, on a sequence of their own (their packets
+    /// are trace-core's, encoded by trace-stacks).
+    fn stacks(&mut self, stacks: &trace_core::CpuStacks, out: &mut dyn Write) -> io::Result<()> {
+        out.write_all(&stacks.perfetto_packets(std::process::id()))
+    }
+
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
         self.state(out)?.finish(end, out)
     }

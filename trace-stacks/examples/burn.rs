@@ -47,9 +47,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let finished = Instant::now();
     let stacks = sampler.finish();
     let finish_time = finished.elapsed();
-    stacks.write_folded(std::io::stdout(), |_| vec!["main".to_string()])?;
-    // The trace's clock snapshot reads CLOCK_BOOTTIME, which only Linux has
-    // (and samples are only taken there).
+    stacks.write_folded(std::io::stdout(), |_, _| vec!["main".to_string()])?;
+    // The clocks the trace relates are Linux's (the only sampler there is).
     #[cfg(target_os = "linux")]
     if let Some(path) = std::env::args_os().nth(1) {
         let mut trace = trace_stacks::perfetto_clock_snapshot(

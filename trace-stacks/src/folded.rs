@@ -14,7 +14,8 @@ pub const NOT_UNWOUND_FRAME: &str = "[not unwound]";
 impl Stacks {
     /// Writes the samples as folded stacks, lines sorted, each line's frames
     /// root first: `span:<name>` for each name `span_prefix` gives for the
-    /// sample (outermost span first), then [`NOT_UNWOUND_FRAME`] if the
+    /// sample (called with its index in [`Stacks::samples`] and the sample;
+    /// outermost span first), then [`NOT_UNWOUND_FRAME`] if the
     /// stack is partial, then the functions from the thread's start to the
     /// leaf, inlined ones included. `;` and line breaks inside a name become
     /// `_`, so every line parses.
@@ -31,19 +32,19 @@ impl Stacks {
     ///     ..Stacks::default()
     /// };
     /// let mut out = Vec::new();
-    /// stacks.write_folded(&mut out, |_| vec!["build".to_string()]).unwrap();
+    /// stacks.write_folded(&mut out, |_, _| vec!["build".to_string()]).unwrap();
     /// assert_eq!(String::from_utf8(out).unwrap(), "span:build;main;app::lex 2\n");
     /// ```
     pub fn write_folded<W, F>(&self, mut out: W, mut span_prefix: F) -> io::Result<()>
     where
         W: Write,
-        F: FnMut(&Sample) -> Vec<String>,
+        F: FnMut(usize, &Sample) -> Vec<String>,
     {
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         let mut line = String::new();
-        for sample in &self.samples {
+        for (index, sample) in self.samples.iter().enumerate() {
             line.clear();
-            for span in span_prefix(sample) {
+            for span in span_prefix(index, sample) {
                 push_frame(&mut line, "span:");
                 push_name(&mut line, &span);
             }
@@ -98,7 +99,7 @@ mod tests {
         };
         let mut out = Vec::new();
         stacks
-            .write_folded(&mut out, |s| {
+            .write_folded(&mut out, |_, s| {
                 if s.time_ns <= 2 {
                     vec!["build".into(), "compile".into()]
                 } else {
@@ -122,7 +123,7 @@ mod tests {
             ..Stacks::default()
         };
         let mut out = Vec::new();
-        stacks.write_folded(&mut out, |_| vec!["x;y\nz".into()]).unwrap();
+        stacks.write_folded(&mut out, |_, _| vec!["x;y\nz".into()]).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "span:x_y_z;<a_b as c>::f 1\n");
     }
 }

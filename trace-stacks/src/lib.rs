@@ -39,7 +39,7 @@
 //! for i in 0..50_000_000u64 { x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i)); }
 //! let stacks = sampler.finish();
 //! println!("{} samples, {} not unwound", stacks.counts.taken, stacks.counts.not_unwound);
-//! stacks.write_folded(std::io::stdout(), |_| Vec::new())?;
+//! stacks.write_folded(std::io::stdout(), |_, _| Vec::new())?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -79,9 +79,9 @@
 //! - No symbols from separate debug files (`.gnu_debuglink`), and no
 //!   unwinding of code without unwind information and frame pointers (a
 //!   JIT's): such samples are counted as not unwound.
-//! - No trace file of its own: [`perfetto_packets`] is a prototype of the
-//!   packets the Perfetto sink writes, with a wire encoder of a few lines
-//!   that the sink's own protobuf writer should replace.
+//! - No trace file of its own: [`perfetto_packets`] gives the packets the
+//!   Perfetto sink appends (through trace-core's `CpuStacks`), written with
+//!   `trace-proto-wire`, the workspace's one protobuf writer.
 
 #![deny(missing_docs)]
 

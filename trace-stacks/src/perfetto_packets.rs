@@ -1,6 +1,5 @@
-//! The samples as Perfetto `TracePacket`s (a prototype for the Perfetto sink,
-//! which owns the format: its one protobuf writer should replace the few
-//! lines of wire encoding here). Field numbers are those of Perfetto v58's
+//! The samples as Perfetto `TracePacket`s, written with the workspace's one
+//! protobuf wire writer (`trace-proto-wire`, the Perfetto sink's too). Field numbers are those of Perfetto v58's
 //! `trace_packet.proto`, `interned_data.proto`, `profile_common.proto` and
 //! `profile_packet.proto`.
 //!
@@ -12,6 +11,8 @@
 //! `stack_profile_mapping`, and the UI draws a flame graph of a selection.
 
 use std::collections::HashMap;
+
+use trace_proto_wire::{put_bytes, put_uint};
 
 use crate::folded::NOT_UNWOUND_FRAME;
 use crate::model::Stacks;
@@ -225,44 +226,4 @@ fn string(iid: u64, bytes: &[u8]) -> Vec<u8> {
     put_uint(&mut message, STRING_IID, iid);
     put_bytes(&mut message, STRING_STR, bytes);
     message
-}
-
-fn put_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push(value as u8 | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
-/// A varint field (wire type 0).
-fn put_uint(out: &mut Vec<u8>, field: u32, value: u64) {
-    put_varint(out, u64::from(field) << 3);
-    put_varint(out, value);
-}
-
-/// A length-delimited field (wire type 2): bytes, a string or a message.
-fn put_bytes(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
-    put_varint(out, u64::from(field) << 3 | 2);
-    put_varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn varints_and_fields_follow_the_protobuf_wire_format() {
-        let mut out = Vec::new();
-        put_uint(&mut out, 1, 150);
-        assert_eq!(out, [0x08, 0x96, 0x01]);
-        out.clear();
-        put_bytes(&mut out, 2, b"testing");
-        assert_eq!(out, [0x12, 0x07, b't', b'e', b's', b't', b'i', b'n', b'g']);
-        out.clear();
-        put_uint(&mut out, PACKET_PERF_SAMPLE, 0);
-        // Field 66, wire type 0: (66 << 3) = 528 = 0x90 0x04.
-        assert_eq!(out, [0x90, 0x04, 0x00]);
-    }
 }

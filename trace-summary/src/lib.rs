@@ -8,10 +8,10 @@
 //!   capture finishes, also when a trace file failed (then `trace_complete` is
 //!   false and the file is named).
 //! - [`Timings`] is the report's model, documented field by field; units are in
-//!   the field names (`_us`, `_kib`, `_ms`). [`Timings::from_path`] reads format
-//!   2 and refuses any other version.
+//!   the field names (`_us`, `_kib`, `_ms`). [`Timings::from_path`] reads formats
+//!   3 and 2 and refuses any other version.
 //! - [`Timings::table`] is a human view: the top span names by total time.
-//! - `schema/timings-v2.schema.json` is the JSON Schema of format 2.
+//! - `schema/timings-v3.schema.json` is the JSON Schema of format 3.
 //!
 //! Per span name, `total_inclusive_us` is a sum of inclusive lifetimes over
 //! threads and nesting: not elapsed time. Which span names appear follows the
@@ -57,9 +57,11 @@ mod read;
 mod sink;
 
 pub use format::{
-    FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_NOT_RUN, NINJA_UNAVAILABLE, SINCE_IMAGE_START,
-    SINCE_PROCESS_CREATION, SUFFIX,
+    FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_NOT_RUN, NINJA_UNAVAILABLE, OLDEST_READ_VERSION,
+    SINCE_IMAGE_START, SINCE_PROCESS_CREATION, STACKS_OFF, STACKS_ON, STACKS_UNAVAILABLE, SUFFIX,
 };
-pub use model::{Lane, Ninja, ResourceSummary, SpanTotals, Timings, TraceFile};
+pub use model::{
+    FunctionSamples, Lane, Ninja, ResourceSummary, SpanStacks, SpanTotals, StackSummary, Timings, TraceFile,
+};
 pub use read::ReadError;
 pub use sink::SummarySink;

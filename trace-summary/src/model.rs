@@ -1,4 +1,4 @@
-//! The model of `<stem>.timings.json`, format 2, field by field.
+//! The model of `<stem>.timings.json`, format 3, field by field.
 //!
 //! Each struct may gain fields as the format does (a new field does not
 //! change `format_version`), so they are `#[non_exhaustive]`: read them
@@ -14,8 +14,8 @@ use trace_core::Since;
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
-    /// The format's version: 2 (1 counted a child's peak from before an exec, and
-    /// lacks `start_ns` and the family's fields).
+    /// The format's version: 3 (2 lacks `stacks`; 1 counted a child's peak
+    /// from before an exec, and lacks `start_ns` and the family's fields).
     pub format_version: u32,
     /// The command that was captured, e.g. `build`.
     pub command: String,
@@ -74,6 +74,119 @@ pub struct Timings {
     pub ninja: Ninja,
     /// Other external lanes (such as `tests`), by lane name.
     pub lanes: BTreeMap<String, Lane>,
+    /// The sampled CPU stacks (`<P>_TRACE_STACKS`): whether they were taken,
+    /// their counts, and per span name its samples and top functions (`off`
+    /// in a format-2 file).
+    #[serde(default)]
+    pub stacks: StackSummary,
+}
+
+/// The sampled CPU stacks of the capture (`<P>_TRACE_STACKS`).
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackSummary {
+    /// `off` (not asked for), `on` (sampled), or `unavailable` (asked for,
+    /// but the system or the build could not sample: `reason` says why).
+    pub status: String,
+    /// The interval: one sample per this much CPU time of a thread, in
+    /// microseconds; `null` when off.
+    pub interval_us: Option<u64>,
+    /// Why stacks are unavailable (`unavailable` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Samples taken.
+    pub samples_taken: u64,
+    /// Samples the kernel dropped because a ring buffer was full.
+    pub samples_lost: u64,
+    /// Samples whose stack was not unwound to the thread's start (their
+    /// folded lines start with `[not unwound]`).
+    pub samples_not_unwound: u64,
+    /// Threads of the capture the kernel refused to sample.
+    pub threads_not_sampled: u64,
+    /// Wall time of the symbolization at the finish, in microseconds.
+    pub symbolization_us: u64,
+    /// CPU time of the sampler's reader thread (reading and unwinding every
+    /// sample), in microseconds.
+    pub reader_cpu_us: u64,
+    /// Per span name, the samples taken inside it, most first.
+    pub spans: Vec<SpanStacks>,
+}
+
+/// The samples of one span name.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpanStacks {
+    /// The span's name.
+    pub name: String,
+    /// Samples taken while a span of this name was open on the sampled
+    /// thread (counted once however deeply the name nests).
+    pub samples: u64,
+    /// The functions those samples were executing (their leaf frames), most
+    /// first: at most five.
+    pub top_functions: Vec<FunctionSamples>,
+}
+
+/// A function and how many samples it was executing.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionSamples {
+    /// The function, demangled (`my_crate::parse::lex`).
+    pub function: String,
+    /// Samples whose leaf frame it is.
+    pub self_samples: u64,
+}
+
+impl Default for StackSummary {
+    /// Stacks off.
+    fn default() -> Self {
+        StackSummary {
+            status: crate::format::STACKS_OFF.to_string(),
+            interval_us: None,
+            reason: None,
+            samples_taken: 0,
+            samples_lost: 0,
+            samples_not_unwound: 0,
+            threads_not_sampled: 0,
+            symbolization_us: 0,
+            reader_cpu_us: 0,
+            spans: Vec::new(),
+        }
+    }
+}
+
+impl StackSummary {
+    /// The summary of what a capture's stacks sinks received.
+    pub fn from_stacks(stacks: &trace_core::CpuStacks) -> StackSummary {
+        let status = match (&stacks.interval, &stacks.unavailable) {
+            (None, _) => crate::format::STACKS_OFF,
+            (Some(_), Some(_)) => crate::format::STACKS_UNAVAILABLE,
+            (Some(_), None) => crate::format::STACKS_ON,
+        };
+        StackSummary {
+            status: status.to_string(),
+            interval_us: stacks.interval.map(|d| d.as_micros() as u64),
+            reason: stacks.unavailable.clone(),
+            samples_taken: stacks.taken,
+            samples_lost: stacks.lost,
+            samples_not_unwound: stacks.not_unwound,
+            threads_not_sampled: stacks.threads_refused,
+            symbolization_us: stacks.symbolization_time.as_micros() as u64,
+            reader_cpu_us: stacks.reader_cpu_time.as_micros() as u64,
+            spans: stacks
+                .spans
+                .iter()
+                .map(|s| SpanStacks {
+                    name: s.name.clone(),
+                    samples: s.samples,
+                    top_functions: s
+                        .top_functions
+                        .iter()
+                        .map(|(f, n)| FunctionSamples { function: f.clone(), self_samples: *n })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One trace file of the capture.

@@ -3,7 +3,7 @@
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 
-use crate::format::FORMAT_VERSION;
+use crate::format::{FORMAT_VERSION, OLDEST_READ_VERSION};
 use crate::model::Timings;
 
 /// Why a timings file could not be read.
@@ -66,8 +66,9 @@ impl std::error::Error for ReadError {
 }
 
 impl Timings {
-    /// Reads a `timings.json` of format 2. Unknown fields are ignored; any other
-    /// `format_version` is refused with an error naming the file and both versions.
+    /// Reads a `timings.json` of format 3 or 2 (which has no `stacks`: they
+    /// read as off). Unknown fields are ignored; any other `format_version`
+    /// is refused with an error naming the file and both versions.
     pub fn from_path(path: impl AsRef<Path>) -> Result<Timings, ReadError> {
         let path = path.as_ref();
         let text =
@@ -81,8 +82,8 @@ impl Timings {
             |e: serde_json::Error| ReadError::Parse { path: path.to_path_buf(), message: e.to_string() };
         let value: serde_json::Value = serde_json::from_slice(bytes).map_err(parse)?;
         let found = value.get("format_version").and_then(|v| v.as_u64());
-        // Format 2 only adds fields to format 1, which therefore reads too.
-        if found != Some(u64::from(FORMAT_VERSION)) {
+        // Format 3 only adds `stacks` to format 2, which therefore reads too.
+        if !found.is_some_and(|v| (u64::from(OLDEST_READ_VERSION)..=u64::from(FORMAT_VERSION)).contains(&v)) {
             return Err(ReadError::Version { path: path.to_path_buf(), found, expected: FORMAT_VERSION });
         }
         serde_json::from_value(value).map_err(parse)

@@ -4,10 +4,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Write};
 
-use trace_core::{Event, Field, Finish, Sink, Start, Value};
+use trace_core::{CpuStacks, Event, Field, Finish, Sink, Start, Value};
 
 use crate::format::{FORMAT_VERSION, NAME, NINJA_AVAILABLE, NINJA_UNAVAILABLE, SUFFIX};
-use crate::model::{Lane, Ninja, ResourceSummary, SpanTotals, Timings, TraceFile};
+use crate::model::{Lane, Ninja, ResourceSummary, SpanTotals, StackSummary, Timings, TraceFile};
 
 /// The sum of one integer field: exactly what adding each value in turn to an
 /// `i128`, saturating at its bounds, gives.
@@ -344,6 +344,7 @@ pub struct SummarySink {
     events: u64,
     ninja: Option<Ninja>,
     lanes: BTreeMap<String, Lane>,
+    stacks: Option<StackSummary>,
 }
 
 impl std::fmt::Debug for SummarySink {
@@ -517,6 +518,11 @@ impl Sink for SummarySink {
         Ok(())
     }
 
+    fn stacks(&mut self, stacks: &CpuStacks, _out: &mut dyn Write) -> io::Result<()> {
+        self.stacks = Some(StackSummary::from_stacks(stacks));
+        Ok(())
+    }
+
     fn finish(&mut self, end: &Finish<'_>, out: &mut dyn Write) -> io::Result<()> {
         let files: Vec<TraceFile> = end
             .files
@@ -575,6 +581,7 @@ impl Sink for SummarySink {
             },
             ninja: self.ninja.take().unwrap_or_else(Ninja::not_run),
             lanes: std::mem::take(&mut self.lanes),
+            stacks: self.stacks.take().unwrap_or_default(),
         };
         // Into memory first: serde's many small writes would each go through
         // the checked writer; one write of the whole text costs less. Room

@@ -13,6 +13,7 @@ mod flood;
 mod isolation;
 mod platform;
 mod samples;
+mod stacks;
 mod stream;
 mod subscriber;
 mod writer_start;

@@ -80,7 +80,7 @@ fn function<'a>(stacks: &'a Stacks, sample: &Sample, depth: usize) -> &'a str {
 
 fn print_folded(stacks: &Stacks) {
     let mut folded = Vec::new();
-    stacks.write_folded(&mut folded, |_| Vec::new()).unwrap();
+    stacks.write_folded(&mut folded, |_, _| Vec::new()).unwrap();
     println!("{}", String::from_utf8_lossy(&folded));
     println!(
         "counts: {:?}, {} frames, {} mappings, symbolized in {:?}, reader CPU {:?}",

@@ -113,7 +113,7 @@ fn write_with_version(dir: &Path, version: &str) -> std::path::PathBuf {
     let report = Session::start(&config(dir), "v", sinks).unwrap().finish();
     let path = &report.files[0].path;
     let text = std::fs::read_to_string(path).unwrap();
-    let changed = text.replacen("\"format_version\": 2", &format!("\"format_version\": {version}"), 1);
+    let changed = text.replacen("\"format_version\": 3", &format!("\"format_version\": {version}"), 1);
     let out = dir.join(format!("v{version}.timings.json"));
     std::fs::write(&out, changed).unwrap();
     out
@@ -122,15 +122,15 @@ fn write_with_version(dir: &Path, version: &str) -> std::path::PathBuf {
 #[test]
 fn reading_another_format_version_fails_naming_the_file_and_both_versions() {
     let dir = tempfile::tempdir().unwrap();
-    // Format 1 counted a child's peak from before an exec; format 3 is the future.
-    for found in [1, 3] {
+    // Format 1 counted a child's peak from before an exec; format 4 is the future.
+    for found in [1, 4] {
         let path = write_with_version(dir.path(), &found.to_string());
         let err = Timings::from_path(&path).unwrap_err();
-        assert!(matches!(err, ReadError::Version { found: Some(f), expected: 2, .. } if f == found));
+        assert!(matches!(err, ReadError::Version { found: Some(f), expected: 3, .. } if f == found));
         let msg = err.to_string();
         assert!(msg.contains(&path.display().to_string()), "{msg}");
         assert!(
-            msg.contains(&format!("format_version {found}")) && msg.contains("format_version 2"),
+            msg.contains(&format!("format_version {found}")) && msg.contains("format_version 3"),
             "{msg}"
         );
     }
@@ -146,9 +146,20 @@ fn a_missing_or_non_numeric_version_is_refused() {
 #[test]
 fn unknown_fields_are_ignored_by_the_reader() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_with_version(dir.path(), "2, \"from_the_future\": {\"x\": 1}");
+    let path = write_with_version(dir.path(), "3, \"from_the_future\": {\"x\": 1}");
     let t = Timings::from_path(&path).unwrap();
-    assert_eq!(t.format_version, 2);
+    assert_eq!(t.format_version, 3);
+}
+
+#[test]
+fn a_format_2_file_reads_with_its_stacks_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_with_version(dir.path(), "2");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("stacks");
+    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    let t = Timings::from_path(&path).unwrap();
+    assert_eq!((t.format_version, t.stacks.status.as_str(), t.stacks.interval_us), (2, "off", None));
 }
 
 #[test]
