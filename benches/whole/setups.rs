@@ -174,7 +174,7 @@ macro_rules! on_registry {
 pub enum Kind {
     Plain,
     Off,
-    Ours(Session),
+    Ours(Box<Session>),
     PerfettoFile(tracing_perfetto_file::FlushGuard),
     TracingChrome(tracing_chrome::FlushGuard),
     TracingPerfetto(SharedFile),
@@ -223,7 +223,7 @@ impl Rig {
                     Session::start(&config, "bench", our_sinks(which))
                 }
                 .expect("start a capture");
-                (Some(session.dispatch().clone()), Kind::Ours(session))
+                (Some(session.dispatch().clone()), Kind::Ours(Box::new(session)))
             }
             Who::PerfettoFile => {
                 let p = file("pftrace");
