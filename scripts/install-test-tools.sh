@@ -89,9 +89,12 @@ fi
 # - clang and llvm-ar: criterion's `alloca` dependency compiles a C file for the
 #   target even under clippy, and the host's gcc compiles for neither macOS nor
 #   MSVC (see scripts/check-targets.sh);
-# - Wine and the MinGW-w64 compiler and linker, and a Wine prefix in .tools/wine
-#   holding the stand-in bcryptprimitives.dll that Wine 8 lacks
-#   (tools/wine/bcryptprimitives.c), for scripts/test-windows.sh.
+# - Wine and the MinGW-w64 compiler and linker, and a Wine prefix holding the
+#   stand-in bcryptprimitives.dll that Wine 8 lacks (tools/wine/bcryptprimitives.c),
+#   for scripts/test-windows.sh. The prefix lives outside the checkout
+#   (CABIN_TRACE_WINEPREFIX, default ~/.cache/cabin-trace/wine): its drive Z: is
+#   a link to /, which any walk of the checkout (`cargo package` of the
+#   façade, whose files are listed by pattern) would follow into a loop.
 [ "${1:-}" = "--cross" ] || exit 0
 
 rustup target add aarch64-apple-darwin x86_64-pc-windows-msvc x86_64-pc-windows-gnu
@@ -106,7 +109,7 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing wine64 >/dev/null
 fi
 
-prefix="$root/.tools/wine"
+prefix="${CABIN_TRACE_WINEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/cabin-trace/wine}"
 dll="$prefix/drive_c/windows/system32/bcryptprimitives.dll"
 if [ ! -f "$dll" ]; then
     echo "install-test-tools: creating the Wine prefix $prefix" >&2

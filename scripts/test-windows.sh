@@ -3,7 +3,8 @@
 # are platform-neutral and run on Linux) for x86_64-pc-windows-gnu under Wine:
 # the test binaries and the example processes they start are Windows programs.
 # Needs the tools of `scripts/install-test-tools.sh --cross` (Wine, MinGW-w64,
-# the Wine prefix in .tools/wine). Extra arguments go to cargo test before `--`.
+# the Wine prefix the set-up makes, outside the checkout: see there). Extra
+# arguments go to cargo test before `--`.
 #
 # Bounded: the run is stopped after WINDOWS_TEST_TIMEOUT seconds (default 1200).
 # On a 2-core machine from a clean target directory it took 374 s, nearly all
@@ -12,7 +13,7 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-prefix="$root/.tools/wine"
+prefix="${CABIN_TRACE_WINEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/cabin-trace/wine}"
 if [ ! -f "$prefix/drive_c/windows/system32/bcryptprimitives.dll" ] || ! command -v wine >/dev/null 2>&1; then
     echo "test-windows: Wine or its prefix $prefix is missing: run scripts/install-test-tools.sh --cross" >&2
     exit 1
