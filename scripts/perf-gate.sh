@@ -11,8 +11,9 @@
 # committed code is measured.
 #
 # Environment: PERF_GATE_RUNS (blocks per scenario, default 12),
-# PERF_GATE_FAMILY (the predeclared family size of the paired rule, default 4:
-# one wall row per scenario), PERF_GATE_FORMAT (table, markdown or json;
+# PERF_GATE_FAMILY (the family size of the paired rule; by default the
+# report's own, every timed comparison it makes; the gate decides on wall),
+# PERF_GATE_FORMAT (table, markdown or json;
 # default table), PERF_GATE_OUT (default target/perf-gate/<base>-<head>),
 # NINJA (default: ninja on PATH, else the newest of .tools/ninja).
 #
@@ -25,7 +26,6 @@ cd "$root"
 base_sha=$(git rev-parse --verify "${1:-$(git merge-base HEAD main)}^{commit}")
 head_sha=$(git rev-parse --verify "${2:-HEAD}^{commit}")
 runs=${PERF_GATE_RUNS:-12}
-family=${PERF_GATE_FAMILY:-4}
 format=${PERF_GATE_FORMAT:-table}
 short() { git rev-parse --short "$1"; }
 out=${PERF_GATE_OUT:-$root/target/perf-gate/$(short "$base_sha")-$(short "$head_sha")}
@@ -87,7 +87,7 @@ status=0
 "$cabin_trace" bench --scenarios "$tmp/scenarios.toml" \
     --tool "base=$tmp/target-base/release/examples" \
     --tool "head=$tmp/target-head/release/examples" \
-    --family-size "$family" --format "$format" --fail-on-regression \
+    ${PERF_GATE_FAMILY:+--family-size "$PERF_GATE_FAMILY"} --format "$format" --fail-on-regression \
     --output "$out" || status=$?
 echo "perf-gate: base $(short "$base_sha"), head $(short "$head_sha"); samples in $out/samples.json" >&2
 exit "$status"
