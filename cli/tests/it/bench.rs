@@ -56,10 +56,15 @@ fn an_a_a_run_of_the_same_binary_reports_no_regressed_row() {
     let rows = report["groups"][0]["rows"].as_array().unwrap();
     assert!(rows.len() > 10);
     for r in rows {
+        // The verdict is the paired rule's, over the family: an A/A run never
+        // reaches it. The unpaired rule's, shown beside it, tests each row
+        // alone at 1% with no family, on 6 runs a side that this test's
+        // neighbours load unevenly (one CI run saw cpu_user 10.5 against
+        // 13.9 ms): it is asserted on the deterministic rows only.
         assert_ne!(r["verdict"], "regressed", "{r:#}");
-        assert_ne!(r["unpaired"]["verdict"], "regressed", "{r:#}");
         if r["kind"] == "work" {
             assert_eq!(r["verdict"], "unchanged", "the same work on both sides: {r:#}");
+            assert_ne!(r["unpaired"]["verdict"], "regressed", "{r:#}");
         }
     }
     // The family is every timed row (time and memory), counted, not declared.
