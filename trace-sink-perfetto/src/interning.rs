@@ -1,14 +1,12 @@
-//! Interning: the strings a sequence gives once and then names by iid, and
-//! the hasher of the writer thread's maps.
+//! Interning: the strings a sequence gives once and then names by iid.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use rustc_hash::FxHashMap;
 
 /// Interned strings of one kind (event names, categories or annotation
 /// names) on one sequence: iids count from 1 (0 means "none" to Perfetto).
 #[derive(Debug, Default)]
 pub(crate) struct Interner {
-    iids: HashMap<Box<str>, u64, FastHash>,
+    iids: FxHashMap<Box<str>, u64>,
     /// `'static` strings looked up lately, by address: `(address, length,
     /// iid)`, in the slot their address picks.
     by_address: Option<Box<[(usize, usize, u64); SLOTS]>>,
@@ -57,46 +55,6 @@ impl Interner {
     }
 }
 
-/// The maps the writer thread looks up per event: keyed by short strings and
-/// thread ids, which [`FastHasher`] hashes for less than SipHash.
-pub(crate) type FastHash = BuildHasherDefault<FastHasher>;
-
-/// A hasher for short strings and integer keys: a word at a time, one
-/// multiplication each, instead of SipHash's rounds (no untrusted input
-/// reaches it: the strings are the tool's own names).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FastHasher(u64);
-
-impl FastHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        const K: u64 = 0x9e37_79b9_7f4a_7c15;
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(K);
-    }
-}
-
-impl Hasher for FastHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            self.add(u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]));
-        }
-        let mut last = [0u8; 8];
-        let rest = words.remainder();
-        last[..rest.len()].copy_from_slice(rest);
-        self.add(u64::from_le_bytes(last) ^ ((rest.len() as u64) << 59));
-    }
-    #[inline]
-    fn write_u64(&mut self, value: u64) {
-        self.add(value);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,17 +86,5 @@ mod tests {
         assert_eq!(interner.intern(&buf), (3, true));
         buf.replace_range(.., "loading_unit");
         assert_eq!(interner.intern(&buf), (4, true));
-    }
-
-    #[test]
-    fn strings_that_differ_only_in_trailing_bytes_or_length_hash_apart() {
-        let hash = |s: &str| {
-            let mut h = FastHasher::default();
-            h.write(s.as_bytes());
-            h.finish()
-        };
-        assert_ne!(hash("a"), hash("a\0"));
-        assert_ne!(hash("abcdefgh"), hash("abcdefgh\0"));
-        assert_ne!(hash(""), hash("\0"));
     }
 }

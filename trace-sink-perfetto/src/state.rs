@@ -1,7 +1,7 @@
 //! The sink's state for one capture: the process, thread, lane and counter
 //! tracks, the sequence each writes on, and what each event becomes.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 
 // `instant_name`: the one naming rule of instants, so that both files name them alike.
@@ -14,7 +14,6 @@ use crate::clock::Timestamps;
 use crate::format::event::{TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END};
 use crate::format::track::{COUNTER_THREAD_TIME_NS, UNIT_COUNT, UNIT_SIZE_BYTES, UNIT_TIME_NS};
 use crate::ids::{Ids, TrackKind};
-use crate::interning::FastHash;
 use crate::sequence::{CounterDescriptor, Sequence, TrackDescriptor, TrackEvent};
 
 /// The annotation that marks a span the capture closed itself.
@@ -65,7 +64,7 @@ pub(crate) struct State {
     process: Sequence,
     threads: Vec<Thread>,
     /// Where each thread is in `threads`.
-    thread_index: HashMap<Tid, usize, FastHash>,
+    thread_index: FxHashMap<Tid, usize>,
     lanes: Vec<Lane>,
     /// The process's memory and CPU counter tracks, declared with the first sample.
     sample_tracks: Option<(u64, u64)>,
@@ -106,7 +105,7 @@ impl State {
             process_track,
             process,
             threads: Vec::new(),
-            thread_index: HashMap::default(),
+            thread_index: FxHashMap::default(),
             lanes: Vec::new(),
             sample_tracks: None,
             last_sample: None,
