@@ -93,18 +93,13 @@ struct LazyDwarf {
 struct UnitSymbols {
     unit: gimli::Unit<Slice>,
     language: Option<gimli::DwLang>,
-    /// Line table sequences, sorted by start; `None` until needed.
-    lines: Option<Vec<LineSequence>>,
+    /// The line table run once to find its sequences (one per function
+    /// in a Rust or C++ unit), sorted by start, each run again for the
+    /// addresses in it; `None` until needed.
+    lines: Option<(gimli::CompleteLineProgram<Slice>, Vec<gimli::LineSequence<Slice>>)>,
     /// `DW_TAG_subprogram` ranges (begin, end, entry), sorted by begin;
     /// `None` until needed.
     functions: Option<Vec<(u64, u64, UnitOffset)>>,
-}
-
-struct LineSequence {
-    start: u64,
-    end: u64,
-    /// Address, file index, line (0: none); sorted by address.
-    rows: Vec<(u64, u64, u32)>,
 }
 
 /// An inlined call on the way to an address: the callee's entry, and where
@@ -392,46 +387,29 @@ impl UnitSymbols {
         svma: u64,
     ) -> Result<(Option<String>, Option<u32>), gimli::Error> {
         if self.lines.is_none() {
-            self.lines = Some(self.parse_lines()?);
+            let Some(program) = self.unit.line_program.clone() else { return Ok((None, None)) };
+            let (program, mut sequences) = program.sequences()?;
+            sequences.retain(|s| s.start < s.end);
+            sequences.sort_unstable_by_key(|s| s.start);
+            self.lines = Some((program, sequences));
         }
-        let sequences = self.lines.as_deref().unwrap_or_default();
+        let Some((program, sequences)) = &self.lines else { return Ok((None, None)) };
         let after = sequences.partition_point(|s| s.start <= svma);
         let Some(sequence) = after.checked_sub(1).map(|i| &sequences[i]).filter(|s| svma < s.end) else {
             return Ok((None, None));
         };
-        let after = sequence.rows.partition_point(|r| r.0 <= svma);
-        let Some(&(_, file, line)) = after.checked_sub(1).map(|i| &sequence.rows[i]) else {
-            return Ok((None, None));
-        };
-        Ok((self.file(dwarf, file), (line != 0).then_some(line)))
-    }
-
-    fn parse_lines(&self) -> Result<Vec<LineSequence>, gimli::Error> {
-        let mut sequences = Vec::new();
-        let Some(program) = self.unit.line_program.clone() else { return Ok(sequences) };
-        let mut rows = program.rows();
-        let mut current: Vec<(u64, u64, u32)> = Vec::new();
+        // The last row at or before `svma` (of rows at one address, the
+        // last).
+        let mut found = None;
+        let mut rows = program.resume_from(sequence);
         while let Some((_, row)) = rows.next_row()? {
-            let address = row.address();
-            if row.end_sequence() {
-                if let Some(&(start, _, _)) = current.first() {
-                    let rows = std::mem::take(&mut current);
-                    if start < address {
-                        sequences.push(LineSequence { start, end: address, rows });
-                    }
-                }
-                continue;
+            if row.end_sequence() || row.address() > svma {
+                break;
             }
-            let file = row.file_index();
-            let line = row.line().map_or(0, |l| l.get() as u32);
-            match current.last_mut() {
-                // A later row at the same address wins.
-                Some(last) if last.0 == address => *last = (address, file, line),
-                _ => current.push((address, file, line)),
-            }
+            found = Some((row.file_index(), row.line().map_or(0, |l| l.get() as u32)));
         }
-        sequences.sort_unstable_by_key(|s| s.start);
-        Ok(sequences)
+        let Some((file, line)) = found else { return Ok((None, None)) };
+        Ok((self.file(dwarf, file), (line != 0).then_some(line)))
     }
 
     /// File `index` of the unit's line table as a path: the unit's
