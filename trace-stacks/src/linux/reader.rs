@@ -121,8 +121,11 @@ impl LinuxSampler {
 }
 
 impl Drop for LinuxSampler {
+    /// Stops the reader without waiting: the symbolizer's result then has
+    /// nobody to go to, and both threads end on their own.
     fn drop(&mut self) {
-        self.stop_reader();
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake();
     }
 }
 
