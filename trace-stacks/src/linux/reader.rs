@@ -1,6 +1,9 @@
 //! The sampler's one reader thread: waits on every event's ring buffer with
 //! `poll`, parses each record and unwinds each sample as it arrives (the
-//! stack copies are too large to keep), until the sampler finishes.
+//! stack copies are too large to keep), and hands the unwound samples to the
+//! symbolizer thread after each wake-up, until the sampler finishes. It
+//! never symbolizes itself: a buffer it does not drain in time loses
+//! samples.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
