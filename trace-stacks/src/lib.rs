@@ -66,7 +66,8 @@
 //!   a read cache, not whole files.
 //! - Symbols: `gimli` read directly (the gimli framehop uses), a
 //!   compilation unit at a time: `.debug_aranges` says which unit holds an
-//!   address, and only that unit's line table and entries are parsed.
+//!   address (the units' own ranges where an object has no such section),
+//!   and only that unit's line table and entries are parsed.
 //!   `addr2line`, which gives the same answers, first reads every unit's
 //!   header, line-table header and ranges: in a Rust binary that links a
 //!   thousand units, that was most of the time a short capture waited for
@@ -87,7 +88,9 @@
 //! - No sampler off Linux x86-64: [`Sampler::start`] returns
 //!   [`StacksErrorKind::Unsupported`] there, and everything else compiles.
 //! - No DWARF lookup for an address `.debug_aranges` does not cover (a unit
-//!   the compiler left out of it): it gets the symbol table's name. No
+//!   the compiler left out of it): it gets the symbol table's name. (An
+//!   object without the section at all, as clang builds by default, is
+//!   read through its units' own ranges.) No
 //!   compressed debug sections, split DWARF (`.dwo`, `.dwp`) or separate
 //!   debug files (`.gnu_debuglink`), and no
 //!   unwinding of code without unwind information and frame pointers (a

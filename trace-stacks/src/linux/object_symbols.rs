@@ -2,8 +2,9 @@
 //! its DWARF, read one compilation unit at a time, and names from its symbol
 //! table where no unit covers an address.
 //!
-//! A unit is found through `.debug_aranges` and parsed the first time an
-//! address lies in it; a reference into another unit parses that unit's
+//! A unit is found through `.debug_aranges` (or, in an object without it,
+//! the units' own ranges, read once) and parsed the first time an address
+//! lies in it; a reference into another unit parses that unit's
 //! header and root only. So the cost is the units the samples touch, not
 //! the whole file's (a Rust binary links a thousand units, std's among
 //! them): `addr2line`'s context reads every unit's ranges and line header
@@ -80,7 +81,8 @@ impl ObjectSymbols {
 /// DWARF read on demand, one unit at a time.
 struct LazyDwarf {
     dwarf: gimli::Dwarf<Slice>,
-    /// `.debug_aranges`: begin, end, the unit's offset; sorted by begin.
+    /// `.debug_aranges` (else the units' ranges): begin, end, the unit's
+    /// offset; sorted by begin.
     aranges: Vec<(u64, u64, DebugInfoOffset)>,
     /// Every unit's offset, sorted: read at the first reference into
     /// another unit.
@@ -135,6 +137,21 @@ impl LazyDwarf {
                 let range = entry.range();
                 if range.begin < range.end {
                     aranges.push((range.begin, range.end, header.debug_info_offset()));
+                }
+            }
+        }
+        if aranges.is_empty() {
+            // No `.debug_aranges` (clang leaves it out by default): every
+            // unit's own ranges, read once, as addr2line reads them.
+            let mut headers = dwarf.units();
+            while let Ok(Some(header)) = headers.next() {
+                let Some(offset) = header.debug_info_offset() else { continue };
+                let Ok(unit) = dwarf.unit(header) else { continue };
+                let Ok(mut ranges) = dwarf.unit_ranges(&unit) else { continue };
+                while let Ok(Some(range)) = ranges.next() {
+                    if range.begin < range.end {
+                        aranges.push((range.begin, range.end, offset));
+                    }
                 }
             }
         }
@@ -480,13 +497,11 @@ mod tests {
         frames
     }
 
-    #[test]
-    fn every_function_of_this_binary_gets_the_frames_addr2line_gives() {
-        let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let bytes = std::fs::read(&exe).unwrap();
+    /// Holds the frames of `path` to addr2line's at the first, middle and
+    /// last byte of its functions, at most `limit` addresses spread over it.
+    fn assert_frames_are_addr2line_s(path: &Path, limit: usize) {
+        let bytes = std::fs::read(path).unwrap();
         let file = object::File::parse(&*bytes).unwrap();
-        // The first, middle and last byte of every function, at most 3,000
-        // addresses spread over the binary.
         let mut addresses = Vec::new();
         for symbol in file.symbols() {
             if symbol.kind() == object::SymbolKind::Text && symbol.size() > 0 {
@@ -494,15 +509,15 @@ mod tests {
                 addresses.extend([start, start + size / 2, start + size - 1]);
             }
         }
-        let step = addresses.len().div_ceil(3000);
+        let step = addresses.len().div_ceil(limit);
         let addresses: Vec<u64> = addresses.into_iter().step_by(step).collect();
 
-        let mut symbols = ObjectSymbols::open(&exe).unwrap();
-        let loader = addr2line::Loader::new(&exe).unwrap();
+        let mut symbols = ObjectSymbols::open(path).unwrap();
+        let loader = addr2line::Loader::new(path).unwrap();
         let mut with_lines = 0;
         for &svma in &addresses {
             let frames = symbols.frames(svma);
-            assert_eq!(frames, reference_frames(&loader, svma), "at 0x{svma:x} of {}", exe.display());
+            assert_eq!(frames, reference_frames(&loader, svma), "at 0x{svma:x} of {}", path.display());
             with_lines += usize::from(frames.first().is_some_and(|f| f.file.is_some() && f.line.is_some()));
         }
         // Not two empty answers: most addresses have DWARF here.
@@ -511,5 +526,30 @@ mod tests {
             "{with_lines} of {} addresses with a line",
             addresses.len()
         );
+    }
+
+    #[test]
+    fn every_function_of_this_binary_gets_the_frames_addr2line_gives() {
+        assert_frames_are_addr2line_s(&std::fs::read_link("/proc/self/exe").unwrap(), 3000);
+    }
+
+    #[test]
+    fn a_binary_without_debug_aranges_is_read_through_its_units_ranges() {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let copy = std::env::temp_dir().join(format!("trace-stacks-no-aranges-{}", std::process::id()));
+        let status = std::process::Command::new("objcopy")
+            .arg("--remove-section=.debug_aranges")
+            .arg(&exe)
+            .arg(&copy)
+            .status()
+            .unwrap_or_else(|e| {
+                panic!("objcopy ({e}) is needed: apt-get install binutils (scripts/install-test-tools.sh)")
+            });
+        assert!(status.success(), "objcopy --remove-section=.debug_aranges {}", exe.display());
+        let copied = std::fs::read(&copy).unwrap();
+        let sections = object::File::parse(&*copied).unwrap();
+        assert!(sections.section_by_name(".debug_aranges").is_none(), "the copy still has .debug_aranges");
+        assert_frames_are_addr2line_s(&copy, 600);
+        let _ = std::fs::remove_file(&copy);
     }
 }
