@@ -61,6 +61,12 @@ if ! command -v cc >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq gcc >/dev/null
 fi
 
+# trace-stacks' symbolizer test removes a section from a copy of its binary.
+if ! command -v objcopy >/dev/null 2>&1; then
+    echo "install-test-tools: installing binutils (objcopy)" >&2
+    apt-get update -qq && apt-get install -y -qq binutils >/dev/null
+fi
+
 # Only what is missing: a machine whose Node.js came from elsewhere (with npm
 # bundled) cannot also take Debian's nodejs and npm packages.
 missing=""

@@ -208,7 +208,8 @@ pub struct CpuStacks {
     /// Threads of the capture whose perf event the kernel refused: not
     /// sampled.
     pub threads_refused: u64,
-    /// The time symbolization took at the finish.
+    /// The wall time symbolization took, on the sampler's own thread
+    /// (mostly while the command ran).
     pub symbolization_time: Duration,
     /// The CPU time of the sampler's reader thread.
     pub reader_cpu_time: Duration,

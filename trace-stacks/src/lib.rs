@@ -5,7 +5,7 @@
 //! # Overview
 //!
 //! - [`Sampler::start`] asks the kernel once whether this process may sample
-//!   itself and starts one reader thread; [`Sampler::add_thread`] (or
+//!   itself and starts a reader and a symbolizer thread; [`Sampler::add_thread`] (or
 //!   [`Sampler::add_current_thread`]) opens a perf event on a thread:
 //!   `perf_event_open(2)` with the software clock `PERF_COUNT_SW_TASK_CLOCK`
 //!   (one sample per interval of the thread's CPU time), user space only
@@ -21,13 +21,18 @@
 //!   release builds without frame pointers unwind to the thread's start;
 //!   where an address has no unwind information, the frame-pointer chain.
 //!   Samples that do not reach the thread's start are counted.
-//! - [`Sampler::finish`] stops the events, drains them and symbolizes each
-//!   distinct address once: demangled function names, inlined frames and
-//!   `file:line` where the object has DWARF, the symbol table otherwise,
-//!   shared libraries and the vdso through their mappings. The result is a
-//!   [`Stacks`]: samples (thread, time, frames), frames, mappings, counts
-//!   and the symbolization time. [`Stacks::write_folded`] writes folded
-//!   stacks with the caller's span names as their first frames.
+//! - A second thread of the sampler symbolizes, each distinct address once,
+//!   as the reader hands it batches of samples: demangled function names,
+//!   inlined frames and `file:line` where the object has DWARF, the symbol
+//!   table otherwise, shared libraries and the vdso through their mappings.
+//!   It opens the program's executable as soon as it starts, and reads the
+//!   DWARF one compilation unit at a time, the units the samples touch.
+//! - [`Sampler::finish`] stops the events, drains them and waits for the
+//!   last batch to be symbolized. The result is a [`Stacks`]: samples
+//!   (thread, time, frames), frames, mappings, counts and the symbolization
+//!   time. [`Stacks::write_folded`] writes folded stacks with the caller's
+//!   span names as their first frames. Both threads free what they hold
+//!   after handing it over, while the program goes on.
 //!
 //! # Example
 //!
@@ -59,12 +64,18 @@
 //!   information.
 //! - Objects: `object`, reading only the sections unwinding needs through
 //!   a read cache, not whole files.
-//! - Symbols: `addr2line` with its loader, for inlined frames and lines, and
-//!   the symbol table where there is no DWARF; `rustc-demangle` for names.
-//!   Measured against blazesym on the same addresses, neither was clearly
-//!   faster, and addr2line uses the gimli that framehop uses, so it is
-//!   compiled once (the figures: the notebook, `docs/dev/performance-history.md`,
-//!   entry of 2026-12-06).
+//! - Symbols: `gimli` read directly (the gimli framehop uses), a
+//!   compilation unit at a time: `.debug_aranges` says which unit holds an
+//!   address (the units' own ranges where an object has no such section),
+//!   and only that unit's line table and entries are parsed.
+//!   `addr2line`, which gives the same answers, first reads every unit's
+//!   header, line-table header and ranges: in a Rust binary that links a
+//!   thousand units, that was most of the time a short capture waited for
+//!   (figures: the notebook, `docs/dev/performance-history.md`). A test holds
+//!   the frames, names, files and lines to addr2line's for every function
+//!   of its own binary (addr2line is a dev-dependency only). `memmap2` maps
+//!   the file, `object` reads its sections and symbol table,
+//!   `rustc-demangle` demangles.
 //! - Frame pointers alone would not do: a Rust build keeps none by default,
 //!   in debug as in release, so the kernel's call chains
 //!   (`PERF_SAMPLE_CALLCHAIN`) stop or go astray after the leaf; every whole stack of the
@@ -76,7 +87,12 @@
 //! - Nothing in kernel space: a thread inside a system call is not sampled.
 //! - No sampler off Linux x86-64: [`Sampler::start`] returns
 //!   [`StacksErrorKind::Unsupported`] there, and everything else compiles.
-//! - No symbols from separate debug files (`.gnu_debuglink`), and no
+//! - No DWARF lookup for an address `.debug_aranges` does not cover (a unit
+//!   the compiler left out of it): it gets the symbol table's name. (An
+//!   object without the section at all, as clang builds by default, is
+//!   read through its units' own ranges.) No
+//!   compressed debug sections, split DWARF (`.dwo`, `.dwp`) or separate
+//!   debug files (`.gnu_debuglink`), and no
 //!   unwinding of code without unwind information and frame pointers (a
 //!   JIT's): such samples are counted as not unwound.
 //! - No trace file of its own: [`perfetto_packets`] gives the packets the

@@ -21,8 +21,9 @@ pub struct Stacks {
     pub samples: Vec<Sample>,
     /// How many samples were taken, lost and not unwound.
     pub counts: SampleCounts,
-    /// How long symbolization took at the finish (wall time, on the thread
-    /// that called `finish`).
+    /// How long symbolization took: the wall time the sampler's symbolizer
+    /// thread spent opening objects' symbols and naming addresses, while
+    /// the program ran and at the finish.
     pub symbolization_time: Duration,
     /// The CPU time of the sampler's reader thread: reading `/proc/self/maps`
     /// and the objects' unwind sections, waiting on the buffers, parsing

@@ -30,7 +30,7 @@ impl std::fmt::Debug for Sampler {
 }
 
 impl Sampler {
-    /// Starts the reader thread, after asking the kernel once whether this
+    /// Starts the reader and symbolizer threads, after asking the kernel once whether this
     /// process may sample itself. No thread is sampled until it is added.
     ///
     /// Fails, saying why, on a platform without a sampler, when the kernel
@@ -76,9 +76,9 @@ impl Sampler {
         self.add_thread(current_thread_id())
     }
 
-    /// Stops sampling, reads what is left in the buffers, and symbolizes
-    /// every address seen (the time it takes is in
-    /// [`Stacks::symbolization_time`]).
+    /// Stops sampling, reads what is left in the buffers, and waits until
+    /// every address seen is symbolized (most were while the program ran;
+    /// the time it took is in [`Stacks::symbolization_time`]).
     pub fn finish(self) -> Stacks {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         {

@@ -103,7 +103,8 @@ pub struct StackSummary {
     pub samples_not_unwound: u64,
     /// Threads of the capture the kernel refused to sample.
     pub threads_not_sampled: u64,
-    /// Wall time of the symbolization at the finish, in microseconds.
+    /// Wall time the sampler's symbolizer thread spent symbolizing (while
+    /// the command ran and at the finish), in microseconds.
     pub symbolization_us: u64,
     /// CPU time of the sampler's reader thread (reading and unwinding every
     /// sample), in microseconds.

@@ -1,20 +1,23 @@
 //! The sampler's one reader thread: waits on every event's ring buffer with
 //! `poll`, parses each record and unwinds each sample as it arrives (the
-//! stack copies are too large to keep), until the sampler finishes.
+//! stack copies are too large to keep), and hands the unwound samples to the
+//! symbolizer thread after each wake-up, until the sampler finishes. It
+//! never symbolizes itself: a buffer it does not drain in time loses
+//! samples.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::perf_event::{
     ThreadEvent, PERF_RECORD_LOST, PERF_RECORD_SAMPLE, PERF_SAMPLE_REGS_ABI_NONE, REGS_COUNT, REG_BP, REG_IP,
     REG_SP,
 };
-use super::symbols::{symbolize, RawSample};
-use super::unwinding::{LoadedObject, StackUnwinder};
+use super::symbols::{symbolize_until_end, RawSample, Symbolized, ToSymbolizer};
+use super::unwinding::StackUnwinder;
 use crate::error::{StacksError, StacksErrorKind};
 use crate::model::{SampleCounts, Stacks};
 
@@ -37,20 +40,14 @@ impl Shared {
     }
 }
 
-/// What the reader thread hands back when it stops.
-struct Collected {
-    objects: Vec<LoadedObject>,
-    samples: Vec<RawSample>,
-    lost: u64,
-    not_unwound: u64,
-    cpu_time: Duration,
-}
-
 /// The Linux sampler: the reader thread and the way to hand it events.
 pub(crate) struct LinuxSampler {
     interval: Duration,
     shared: Arc<Shared>,
-    reader: Option<JoinHandle<Collected>>,
+    /// Where the symbolizer thread sends what was collected, at the
+    /// reader's end; `None` once received (in a mutex only so that the
+    /// sampler is `Sync`: `finish` and `drop` own it).
+    collected: Mutex<Option<Receiver<Symbolized>>>,
 }
 
 impl LinuxSampler {
@@ -75,12 +72,21 @@ impl LinuxSampler {
             // SAFETY: the kernel just returned this descriptor to us.
             wake: unsafe { OwnedFd::from_raw_fd(wake) },
         });
+        // Two detached threads: the reader sends its samples to the
+        // symbolizer, which sends everything to `finish`; then each frees
+        // what it holds while the program goes on.
+        let (to_symbolizer, symbolizer_input) = mpsc::channel();
+        let (symbolized, collected) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("trace-stacks-symbols".into())
+            .spawn(move || symbolize_until_end(symbolizer_input, symbolized))
+            .map_err(|e| system_error("starting the symbolizer thread", e))?;
         let for_reader = Arc::clone(&shared);
-        let reader = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("trace-stacks".into())
-            .spawn(move || read_until_stopped(&for_reader))
+            .spawn(move || read_until_stopped(&for_reader, to_symbolizer))
             .map_err(|e| system_error("starting the reader thread", e))?;
-        Ok(LinuxSampler { interval, shared, reader: Some(reader) })
+        Ok(LinuxSampler { interval, shared, collected: Mutex::new(Some(collected)) })
     }
 
     pub(crate) fn add_thread(&self, tid: u32) -> Result<(), StacksError> {
@@ -94,33 +100,35 @@ impl LinuxSampler {
         let collected = self.stop_reader();
         let mut stacks = Stacks { interval: self.interval, ..Stacks::default() };
         let Some(collected) = collected else { return stacks };
-        stacks.reader_cpu_time = collected.cpu_time;
+        stacks.reader_cpu_time = collected.reader_cpu_time;
+        stacks.symbolization_time = collected.symbolization_time;
         stacks.counts = SampleCounts {
             taken: collected.samples.len() as u64,
             lost: collected.lost,
             not_unwound: collected.not_unwound,
         };
-        let started = Instant::now();
-        let (frames, samples) = symbolize(&collected.objects, collected.samples);
-        stacks.symbolization_time = started.elapsed();
-        stacks.mappings = collected.objects.into_iter().map(|o| o.mapping).collect();
-        stacks.frames = frames;
-        stacks.samples = samples;
+        stacks.mappings = collected.mappings;
+        stacks.frames = collected.frames;
+        stacks.samples = collected.samples;
         stacks
     }
 
-    /// Stops the reader and takes what it collected (nothing if it panicked).
-    fn stop_reader(&mut self) -> Option<Collected> {
-        let reader = self.reader.take()?;
+    /// Stops the reader and takes what was collected (nothing if the reader
+    /// or the symbolizer panicked).
+    fn stop_reader(&mut self) -> Option<Symbolized> {
+        let collected = self.collected.get_mut().unwrap_or_else(|e| e.into_inner()).take()?;
         self.shared.stop.store(true, Ordering::Release);
         self.shared.wake();
-        reader.join().ok()
+        collected.recv().ok()
     }
 }
 
 impl Drop for LinuxSampler {
+    /// Stops the reader without waiting: the symbolizer's result then has
+    /// nobody to go to, and both threads end on their own.
     fn drop(&mut self) {
-        self.stop_reader();
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake();
     }
 }
 
@@ -133,10 +141,21 @@ fn system_error(what: &str, error: io::Error) -> StacksError {
     StacksError::new(StacksErrorKind::System, format!("CPU stacks: {what} failed ({error})"))
 }
 
-/// The reader thread's loop.
-fn read_until_stopped(shared: &Shared) -> Collected {
+/// The reader thread's loop: unwinds the samples as they arrive and sends
+/// them to the symbolizer thread after each wake-up.
+fn read_until_stopped(shared: &Shared, symbolizer: Sender<ToSymbolizer>) {
     let mut unwinder = StackUnwinder::new();
     let mut state = RecordState::default();
+    // How many of the unwinder's objects the symbolizer has.
+    let mut objects_sent = 0;
+    let mut send = |unwinder: &StackUnwinder, samples: Vec<RawSample>| {
+        let objects = &unwinder.objects().list()[objects_sent..];
+        if !objects.is_empty() || !samples.is_empty() {
+            objects_sent += objects.len();
+            let _ = symbolizer.send(ToSymbolizer::Batch { objects: objects.to_vec(), samples });
+        }
+    };
+    send(&unwinder, Vec::new());
     // Each event, and whether its thread still runs.
     let mut events: Vec<(ThreadEvent, bool)> = Vec::new();
     let mut poll_fds: Vec<libc::pollfd> = Vec::new();
@@ -179,19 +198,19 @@ fn read_until_stopped(shared: &Shared) -> Collected {
                 *running = false;
             }
         }
+        send(&unwinder, std::mem::take(&mut state.samples));
     }
     for (event, _) in &mut events {
         event.disable();
         state.drain(event, &mut unwinder);
     }
-    drop(events);
-    Collected {
-        objects: unwinder.into_objects(),
-        samples: state.samples,
+    send(&unwinder, std::mem::take(&mut state.samples));
+    let _ = symbolizer.send(ToSymbolizer::End {
         lost: state.lost,
         not_unwound: state.not_unwound,
-        cpu_time: thread_cpu_time(),
-    }
+        reader_cpu_time: thread_cpu_time(),
+    });
+    // Then the events and the unwinder are freed, with no one waiting.
 }
 
 /// The calling thread's CPU time so far.

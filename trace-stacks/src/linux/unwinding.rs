@@ -34,12 +34,40 @@ pub(crate) struct LoadedObject {
     pub(crate) base_avma: u64,
 }
 
+/// The loaded objects known so far, in the order they were found: an
+/// object's index never changes (the symbolizer and the frames keep it).
+#[derive(Default)]
+pub(crate) struct Objects {
+    list: Vec<LoadedObject>,
+    /// Indices into `list`, sorted by start address.
+    by_start: Vec<usize>,
+}
+
+impl Objects {
+    /// The index of the object whose executable mapping holds `address`.
+    pub(crate) fn index_of(&self, address: u64) -> Option<usize> {
+        let after = self.by_start.partition_point(|&i| self.list[i].mapping.start <= address);
+        let index = self.by_start[after.checked_sub(1)?];
+        (address < self.list[index].mapping.end).then_some(index)
+    }
+
+    pub(crate) fn list(&self) -> &[LoadedObject] {
+        &self.list
+    }
+
+    /// Adds `object`, numbered after the others.
+    pub(crate) fn push(&mut self, object: LoadedObject) {
+        let at = self.by_start.partition_point(|&i| self.list[i].mapping.start < object.mapping.start);
+        self.by_start.insert(at, self.list.len());
+        self.list.push(object);
+    }
+}
+
 /// The unwinder of the reader thread, with the objects it knows.
 pub(crate) struct StackUnwinder {
     unwinder: UnwinderX86_64<Vec<u8>>,
     cache: CacheX86_64,
-    /// Sorted by start address.
-    objects: Vec<LoadedObject>,
+    objects: Objects,
     last_refresh: Instant,
 }
 
@@ -50,16 +78,16 @@ impl StackUnwinder {
         let mut unwinder = StackUnwinder {
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
-            objects: Vec::new(),
+            objects: Objects::default(),
             last_refresh: Instant::now(),
         };
         unwinder.add_new_objects();
         unwinder
     }
 
-    /// The objects known so far, sorted by address.
-    pub(crate) fn into_objects(self) -> Vec<LoadedObject> {
-        self.objects
+    /// The objects known so far.
+    pub(crate) fn objects(&self) -> &Objects {
+        &self.objects
     }
 
     /// Unwinds one sample into `addresses` (leaf first; each a lookup
@@ -74,7 +102,7 @@ impl StackUnwinder {
         stack: &[u8],
         addresses: &mut Vec<u64>,
     ) -> bool {
-        if object_index(&self.objects, ip).is_none() && self.last_refresh.elapsed() >= MAPS_REFRESH_INTERVAL {
+        if self.objects.index_of(ip).is_none() && self.last_refresh.elapsed() >= MAPS_REFRESH_INTERVAL {
             self.last_refresh = Instant::now();
             self.add_new_objects();
         }
@@ -110,7 +138,7 @@ impl StackUnwinder {
             // end of its last.
             let Some(first) = mappings.iter().min_by_key(|m| m.start) else { continue };
             let end = mappings.iter().map(|m| m.end).max().unwrap_or(first.end);
-            if self.objects.iter().any(|o| o.mapping.start == first.start) {
+            if self.objects.list.iter().any(|o| o.mapping.start == first.start) {
                 continue;
             }
             let range = first.start..end;
@@ -129,17 +157,9 @@ impl StackUnwinder {
             };
             let Some((object, module)) = loaded else { continue };
             self.unwinder.add_module(module);
-            let at = self.objects.partition_point(|o| o.mapping.start < object.mapping.start);
-            self.objects.insert(at, object);
+            self.objects.push(object);
         }
     }
-}
-
-/// The index of the object whose executable mapping holds `address`.
-pub(crate) fn object_index(objects: &[LoadedObject], address: u64) -> Option<usize> {
-    let after = objects.partition_point(|o| o.mapping.start <= address);
-    let index = after.checked_sub(1)?;
-    (address < objects[index].mapping.end).then_some(index)
 }
 
 /// Reads what the unwinder needs from one ELF object mapped executable at
