@@ -123,6 +123,7 @@
 #![deny(missing_docs)]
 
 mod lanes;
+mod pipes;
 
 /// The README's code, compiled and run as a doctest.
 #[doc = include_str!("../README.md")]

@@ -26,7 +26,7 @@
 //! for, and the tool's own peak is read where the kernel resets it at an exec.
 
 use std::io;
-use std::process::{Child, ChildStderr, ChildStdout, ExitStatus};
+use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -161,22 +161,6 @@ pub struct ChildUsage {
 /// again. Interrupted waits are retried.
 pub fn wait_child(child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
     platform::wait_child(child)
-}
-
-/// Reads a child's `stdout` and `stderr` pipes to their ends, never letting
-/// a child that fills one pipe block on the other: on Unix both on the
-/// calling thread, with `poll`, as `Command::output` does; on Windows
-/// `stderr` on a thread of its own.
-///
-/// On Unix no thread is started: a thread for each child would cost the
-/// command its start and, at its end, a wake-up of the other processor to
-/// join it. Each pipe's result comes apart, so
-/// that the caller can still wait for the child when reading one failed.
-pub fn read_pipes(
-    stdout: Option<ChildStdout>,
-    stderr: Option<ChildStderr>,
-) -> (io::Result<Vec<u8>>, io::Result<Vec<u8>>) {
-    platform::read_pipes(stdout, stderr)
 }
 
 /// The children one capture waited for (see [`crate::Handle::child_exited`]):
