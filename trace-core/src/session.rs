@@ -24,7 +24,7 @@ use crate::os::{self, Usage};
 use crate::record::{CaptureClock, OwnedLane, OwnedValue};
 use crate::sink::{CheckedWriter, Sink};
 use crate::subscriber::CaptureSubscriber;
-use crate::writer::{self, Ended, Outcome, Pending, SinkFile, StartOwned, WriterCell};
+use crate::writer::{Ended, Outcome, Pending, SinkFile, StartOwned, Writer, WriterCell};
 
 /// Emptied batches the writer keeps for the threads to reuse.
 const RECYCLED_BATCHES: usize = 64;
@@ -363,7 +363,7 @@ impl Session {
             Ended::Inline(pending) => {
                 let threads = self.core.threads.clone();
                 panic::catch_unwind(AssertUnwindSafe(|| {
-                    writer::run_inline(threads, pending, end_rel, resources, stacks)
+                    Writer::start(threads, pending).finish(end_rel, resources, stacks)
                 }))
                 .ok()
             }

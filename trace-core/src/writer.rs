@@ -272,7 +272,7 @@ pub(crate) struct Outcome {
 
 impl Writer {
     /// A writer whose sinks have started.
-    fn start(threads: Arc<Threads>, p: Pending) -> Writer {
+    pub(crate) fn start(threads: Arc<Threads>, p: Pending) -> Writer {
         let Pending { rx, recycle, mut sinks, start } = p;
         let info = Start {
             command: &start.command,
@@ -302,10 +302,6 @@ impl Writer {
             intervals: threads.stacks.started().then(SpanIntervals::default),
             threads,
         }
-    }
-
-    fn emit(&mut self, event: &Event<'_>) {
-        feed(&mut self.sinks, event);
     }
 
     /// The writer's state for thread `index`, named to the sinks on first use.
@@ -846,14 +842,17 @@ impl Writer {
     fn lane_slice(&mut self, lane: OwnedLane) {
         let fields: Vec<Field<'_>> =
             lane.fields.iter().map(|(n, v)| Field { name: n, value: v.as_value() }).collect();
-        self.emit(&Event::Lane(LaneSlice {
-            lane: &lane.lane,
-            track: lane.track,
-            begin_ns: lane.begin_ns,
-            end_ns: lane.end_ns.max(lane.begin_ns),
-            name: &lane.name,
-            fields: &fields,
-        }));
+        feed(
+            &mut self.sinks,
+            &Event::Lane(LaneSlice {
+                lane: &lane.lane,
+                track: lane.track,
+                begin_ns: lane.begin_ns,
+                end_ns: lane.end_ns.max(lane.begin_ns),
+                name: &lane.name,
+                fields: &fields,
+            }),
+        );
     }
 
     /// Handles one message; returns the finish's figures when it is the finish.
@@ -880,11 +879,11 @@ impl Writer {
                 self.advance();
             }
             Msg::LaneReport(report) => {
-                self.emit(&Event::LaneReport(&report));
+                feed(&mut self.sinks, &Event::LaneReport(&report));
                 self.advance();
             }
             Msg::Sample(sample) => {
-                self.emit(&Event::ProcessSample(sample));
+                feed(&mut self.sinks, &Event::ProcessSample(sample));
                 self.advance();
             }
             Msg::Finish { end_rel, resources, stacks } => return Some((end_rel, resources, stacks)),
@@ -896,13 +895,10 @@ impl Writer {
         None
     }
 
-    fn finish(
-        mut self,
-        rx: &Receiver<Msg>,
-        end_rel: u64,
-        resources: Resources,
-        stacks: StacksEnd,
-    ) -> Outcome {
+    /// Takes every thread's last records, ends what is still open and
+    /// finishes the sinks: the end of a writer thread, or all of a writer
+    /// that never started, run by the finishing thread.
+    pub(crate) fn finish(mut self, end_rel: u64, resources: Resources, stacks: StacksEnd) -> Outcome {
         // Close every thread's buffer, then take in what was sent before the
         // close, then the buffers' remainders.
         let remainders: Vec<(u32, Taken)> = {
@@ -913,6 +909,7 @@ impl Writer {
         if let Some(anchors) = self.anchors.as_mut() {
             anchors.push_now();
         }
+        let rx = self.rx.clone();
         while let Ok(msg) = rx.try_recv() {
             match msg {
                 Msg::Batch { thread, seq, until, batch, bytes } => {
@@ -1084,26 +1081,11 @@ impl WriterCell {
     }
 }
 
-/// Runs a writer that never started on the calling thread, from its sinks'
-/// start to their finish, after every thread's records are in.
-pub(crate) fn run_inline(
-    threads: Arc<Threads>,
-    p: Pending,
-    end_rel: u64,
-    resources: Resources,
-    stacks: StacksEnd,
-) -> Outcome {
-    let rx = p.rx.clone();
-    let w = Writer::start(threads, p);
-    w.finish(&rx, end_rel, resources, stacks)
-}
-
 /// The writer thread's body.
 fn run(threads: Arc<Threads>, p: Pending) -> Outcome {
-    let rx = p.rx.clone();
     let mut w = Writer::start(threads, p);
     let (end_rel, resources, stacks) = loop {
-        match rx.recv() {
+        match w.rx.recv() {
             Ok(msg) => {
                 if let Some(end) = w.handle(msg) {
                     break end;
@@ -1113,7 +1095,7 @@ fn run(threads: Arc<Threads>, p: Pending) -> Outcome {
             Err(_) => break (w.threads.clock.rel_now(), Resources::default(), Box::default()),
         }
     };
-    w.finish(&rx, end_rel, resources, *stacks)
+    w.finish(end_rel, resources, *stacks)
 }
 
 #[cfg(test)]
@@ -1138,76 +1120,5 @@ pub(crate) mod tests {
         let again = scratch.take();
         assert!(again.is_empty());
         assert_eq!((again.as_ptr() as usize, again.capacity()), (ptr, capacity));
-    }
-}
-
-#[cfg(test)]
-mod leaf_tests {
-    use std::io::{self, Write};
-    use std::sync::{Arc, Mutex};
-
-    use crate::{Config, Event, Finish, Session, Sink};
-
-    /// Writes down each event as `kind:name`.
-    struct Log(Arc<Mutex<Vec<String>>>);
-
-    impl Sink for Log {
-        fn name(&self) -> &'static str {
-            "log"
-        }
-        fn suffix(&self) -> &'static str {
-            "log.txt"
-        }
-        fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
-            let what = match event {
-                Event::SpanBegin { site, fields, .. } => format!("begin:{}:{}", site.name, fields.len()),
-                Event::SpanEnd { site, fields, .. } => format!("end:{}:{}", site.name, fields.len()),
-                Event::Instant { .. } => "instant".to_string(),
-                _ => return Ok(()),
-            };
-            self.0.lock().unwrap().push(what);
-            Ok(())
-        }
-        fn finish(&mut self, _end: &Finish<'_>, _out: &mut dyn Write) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn leaf_spans_and_the_others_reach_a_sink_as_begins_and_ends_in_order_with_their_fields() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
-            .unwrap()
-            .unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let session = Session::start(&config, "leaf", vec![Box::new(Log(log.clone()))]).unwrap();
-        session.in_scope(|| {
-            tracing::info_span!("first", a = 1).in_scope(|| ());
-            tracing::info_span!("parent").in_scope(|| {
-                tracing::info_span!("child", b = 2, c = 3).in_scope(|| ());
-                tracing::info!("inside");
-            });
-            let twice = tracing::info_span!("twice");
-            twice.in_scope(|| ());
-            twice.in_scope(|| ());
-        });
-        assert!(session.finish().is_complete());
-        let log = log.lock().unwrap().clone();
-        let expected = [
-            "begin:first:1",
-            "end:first:1",
-            "begin:parent:0",
-            "begin:child:2",
-            "end:child:2",
-            "instant",
-            "end:parent:0",
-            "begin:twice:0",
-            "end:twice:0",
-            "begin:twice:0",
-            "end:twice:0",
-        ];
-        let start = log.iter().position(|l| l == "begin:first:1").expect("the first span");
-        let got: Vec<&str> = log[start..].iter().map(String::as_str).collect();
-        assert_eq!(&got[..expected.len()], &expected, "{log:?}");
     }
 }
