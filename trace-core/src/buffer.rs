@@ -235,13 +235,8 @@ impl Handoff {
     }
 
     /// Sends `local`'s batch, whose `bytes` are counted against the budget,
-    /// leaving it a [`Handoff::fresh_batch`].
-    fn send_reserved(&self, index: u32, local: &mut ThreadRecords, bytes: usize) {
-        self.send_reserved_with(index, local, bytes, self.fresh_batch());
-    }
-
-    /// [`Handoff::send_reserved`], leaving `local` the batch `next`.
-    fn send_reserved_with(&self, index: u32, local: &mut ThreadRecords, bytes: usize, next: Batch) {
+    /// leaving it the batch `next`.
+    fn send_reserved(&self, index: u32, local: &mut ThreadRecords, bytes: usize, next: Batch) {
         let seq = local.next_seq();
         let until = local.last_ts;
         let n = local.batch.raws.len() as u64;
@@ -355,6 +350,7 @@ impl ThreadBuf {
         self.claim_slow()
     }
 
+    /// [`ThreadBuf::claim`] while the other party holds the buffer.
     #[cold]
     fn claim_slow(&self) -> Claim<'_> {
         let mut spins = 0u32;
@@ -362,7 +358,12 @@ impl ThreadBuf {
             if let Some(c) = self.try_claim() {
                 return c;
             }
-            back_off(&mut spins);
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
     }
 
@@ -396,48 +397,31 @@ fn take_last(mut local: Claim<'_>) -> Taken {
 
 /// The writer takes the partial batches of `bufs` (or only learns, of an
 /// empty one, that nothing was stamped before now), giving each `fresh`.
+///
+/// Every taker (this steal, the finish) claims the buffers in the order of the
+/// capture's list, so two takers never wait for each other in a circle.
 pub(crate) fn steal_all(
     bufs: &[Arc<ThreadBuf>],
     clock: &CaptureClock,
     mut fresh: impl FnMut() -> Batch,
 ) -> Vec<Option<Taken>> {
-    let bufs: Vec<&ThreadBuf> = bufs.iter().map(|b| &**b).collect();
-    let claims = claims_to_take(&bufs);
+    let claims: Vec<Claim<'_>> = bufs.iter().map(|b| b.claim()).collect();
     // One reading under every claim: the threads taken together are known
     // up to the same stamp, so none holds the merge back before the others.
     let until = clock.now();
     claims.into_iter().map(|c| take_partial(c, until, &mut fresh)).collect()
 }
 
-/// The finish takes the last records of `bufs`, which record nothing more.
+/// The finish takes the last records of `bufs`, which record nothing more;
+/// claimed in order, as [`steal_all`] does.
 pub(crate) fn close_all(bufs: &[Arc<ThreadBuf>]) -> Vec<Taken> {
-    let bufs: Vec<&ThreadBuf> = bufs.iter().map(|b| &**b).collect();
-    claims_to_take(&bufs).into_iter().map(take_last).collect()
-}
-
-/// Exclusive access to each of `bufs`, in their order, for a party other
-/// than their threads (the writer's steal, the finish), waiting for each
-/// thread to be done with its record. Every taker claims the buffers in the
-/// order of the capture's list, so two takers never wait for each other in a
-/// circle.
-fn claims_to_take<'a>(bufs: &[&'a ThreadBuf]) -> Vec<Claim<'a>> {
-    bufs.iter().map(|b| b.claim()).collect()
+    let claims: Vec<Claim<'_>> = bufs.iter().map(|b| b.claim()).collect();
+    claims.into_iter().map(take_last).collect()
 }
 
 /// Exclusive access to a [`ThreadBuf`]'s records; released when dropped.
 pub(crate) struct Claim<'a> {
     buf: &'a ThreadBuf,
-}
-
-/// One step of a wait for a claim held by another party, which holds it
-/// only to append one record or to swap one batch.
-fn back_off(spins: &mut u32) {
-    *spins += 1;
-    if *spins < 64 {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
-    }
 }
 
 impl std::ops::Deref for Claim<'_> {
@@ -583,7 +567,7 @@ impl Threads {
         if local.batch.is_full() {
             let (handoff, bytes) = (&self.handoff, local.batch.bytes());
             if handoff.try_reserve(bytes) {
-                handoff.send_reserved(buf.index, &mut local, bytes);
+                handoff.send_reserved(buf.index, &mut local, bytes, handoff.fresh_batch());
             } else if handoff.can_wait() {
                 drop(local);
                 return self.hand_over_after_waiting(buf);
@@ -624,7 +608,7 @@ impl Threads {
             let bytes = local.batch.bytes();
             // Other threads may have taken the room first: reserve it, or wait again.
             if handoff.try_reserve(bytes) {
-                handoff.send_reserved_with(buf.index, &mut local, bytes, next(handoff));
+                handoff.send_reserved(buf.index, &mut local, bytes, next(handoff));
                 return;
             }
             if !handoff.can_wait() {

@@ -17,6 +17,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::ffi::OsStr;
+use std::fmt::Write as _;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -190,13 +191,9 @@ fn fresh_trace_id() -> TraceId {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    // By hand: a `format!` per byte is sixteen allocations for a trace id, at
-    // every capture's start.
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(2 * bytes.len());
     for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        let _ = write!(s, "{b:02x}");
     }
     s
 }

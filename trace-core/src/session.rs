@@ -330,16 +330,7 @@ impl Session {
 
     fn finish_inner(&mut self) -> Report {
         if std::mem::replace(&mut self.finished, true) {
-            return Report {
-                stem: self.stem.clone(),
-                files: Vec::new(),
-                dropped_records: 0,
-                unclosed_spans: 0,
-                late_records: 0,
-                waited_ns: 0,
-                sampler_error: None,
-                stacks_error: None,
-            };
+            return Report { stem: self.stem.clone(), ..Report::default() };
         }
         // Its last sample comes before the end.
         if let Some(mut sampler) = self.sampler.take() {
@@ -418,7 +409,7 @@ impl Drop for Session {
 /// What a finished capture wrote. It will gain fields (`#[non_exhaustive]`);
 /// [`Session::finish`] makes it.
 #[non_exhaustive]
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Report {
     /// The files' stem.
     pub stem: String,

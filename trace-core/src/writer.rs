@@ -629,31 +629,27 @@ impl Writer {
                     }
                 }
             }
-            Kind::NewEnter | Kind::NewEnterCpu => {
+            Kind::NewEnter | Kind::NewEnterCpu | Kind::Enter => {
                 let Some(meta) = raw.meta else { return };
                 let ts = self.time(i, raw.ts);
                 let Some(tid) = self.thread_states[i].as_ref().map(|l| l.tid) else { return };
-                self.span_lives.arrivals(&mut self.sinks, i, tid, raw.id, ts);
-                let mut own = self.spare.pop().unwrap_or_default();
-                own.extend(batch, raw_fields);
+                let own = if raw.kind == Kind::Enter {
+                    // Entered while its first piece runs on another thread: that
+                    // piece hands its fields to the table, and its life to `span_lives`.
+                    self.table_entry(raw.id);
+                    self.span_lives.enter(&mut self.sinks, i, tid, raw.id, meta, ts);
+                    None
+                } else {
+                    self.span_lives.arrivals(&mut self.sinks, i, tid, raw.id, ts);
+                    let mut own = self.spare.pop().unwrap_or_default();
+                    own.extend(batch, raw_fields);
+                    Some(own)
+                };
                 let begin_cpu = batch.thread_cpu_ns(raw);
-                let open =
-                    OpenSlice { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own: Some(own) };
-                self.begin(i, tid, open);
-            }
-            Kind::Enter => {
-                let Some(meta) = raw.meta else { return };
-                let ts = self.time(i, raw.ts);
-                let Some(tid) = self.thread_states[i].as_ref().map(|l| l.tid) else { return };
-                // Entered while its first piece runs on another thread: that
-                // piece hands its fields to the table, and its life to `span_lives`.
-                self.table_entry(raw.id);
-                self.span_lives.enter(&mut self.sinks, i, tid, raw.id, meta, ts);
-                let begin_cpu = raw.thread_cpu_ns();
                 self.begin(
                     i,
                     tid,
-                    OpenSlice { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own: None },
+                    OpenSlice { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own },
                 );
             }
             Kind::Exit | Kind::ExitClose => {
