@@ -121,6 +121,14 @@ impl CaptureSubscriber {
         self.inner.as_ref().filter(|d| meta.target() != ROOT_TARGET && !known.inner_never && d.enabled(meta))
     }
 
+    /// The inner dispatcher and the span's id there, if it has the span.
+    #[inline]
+    fn inner_of(&self, info: Option<SpanInfo>) -> Option<(&Dispatch, Id)> {
+        let inner = info.map_or(0, |i| i.inner);
+        let d = self.inner.as_ref().filter(|_| inner != 0)?;
+        Some((d, Id::from_u64(inner)))
+    }
+
     /// A new id from the thread's own count, its span in the thread's ring.
     #[inline]
     fn own_id(&self, buf: &ThreadBuf, next_seq: &std::cell::Cell<u64>, info: SpanInfo) -> Option<u64> {
@@ -161,16 +169,21 @@ impl CaptureSubscriber {
         id
     }
 
+    /// The entry of the calling thread's ring (`own`) that holds span `id`,
+    /// if the span is that thread's and still in its ring.
+    #[inline]
+    fn own_entry(own: Option<&ThreadBuf>, id: u64) -> Option<&RecentSpan> {
+        let own = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1)?;
+        Some(own.recent_spans.entry(id)).filter(|e| e.id.load(Ordering::Relaxed) == id)
+    }
+
     /// What is known of span `id`; `own` is the calling thread's buffer.
     #[inline]
     fn info_of(&self, own: Option<&ThreadBuf>, id: u64) -> Option<SpanInfo> {
-        if let Some(own) = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1) {
-            let e = own.recent_spans.entry(id);
-            if e.id.load(Ordering::Relaxed) == id {
-                return Some(e.own_info());
-            }
+        match Self::own_entry(own, id) {
+            Some(e) => Some(e.own_info()),
+            None => self.info_elsewhere(id),
         }
-        self.info_elsewhere(id)
     }
 
     /// The rare path of [`CaptureSubscriber::info_of`]: another thread's span,
@@ -210,17 +223,12 @@ impl CaptureSubscriber {
     /// that is at hand, so that the caller can tell whether it holds fields.
     #[inline]
     fn forget(&self, own: Option<&ThreadBuf>, id: u64) -> Option<SpanInfo> {
-        if let Some(own) = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1) {
-            let e = own.recent_spans.entry(id);
-            // Only this thread stores into its ring, and only one handle closes
-            // a span: nothing can change this entry in between.
-            if e.id.load(Ordering::Relaxed) == id {
-                let info = e.own_info();
-                e.id.store(0, Ordering::Relaxed);
-                return Some(info);
-            }
-        }
-        self.forget_elsewhere(id)
+        // Only this thread stores into its ring, and only one handle closes a
+        // span: nothing can change the entry in between.
+        let Some(e) = Self::own_entry(own, id) else { return self.forget_elsewhere(id) };
+        let info = e.own_info();
+        e.id.store(0, Ordering::Relaxed);
+        Some(info)
     }
 
     #[cold]
@@ -346,25 +354,19 @@ impl Subscriber for CaptureSubscriber {
             }
             info
         });
-        if let (Some(d), Some(i)) = (&self.inner, info) {
-            if i.inner != 0 {
-                d.record(&Id::from_u64(i.inner), values);
-            }
+        if let Some((d, inner)) = self.inner_of(info) {
+            d.record(&inner, values);
         }
     }
 
     fn record_follows_from(&self, span: &Id, follows: &Id) {
         let (id, origin) = (span.into_u64(), follows.into_u64());
-        if self.info(id).is_none_or(|i| i.captured) && self.info(origin).is_none_or(|i| i.captured) {
+        let (a, b) = (self.info(id), self.info(origin));
+        if a.is_none_or(|i| i.captured) && b.is_none_or(|i| i.captured) {
             self.core.follows(None, id, origin);
         }
-        if let Some(d) = &self.inner {
-            let (a, b) = (self.info(span.into_u64()), self.info(follows.into_u64()));
-            if let (Some(a), Some(b)) = (a, b) {
-                if a.inner != 0 && b.inner != 0 {
-                    d.record_follows_from(&Id::from_u64(a.inner), &Id::from_u64(b.inner));
-                }
-            }
+        if let (Some((d, a)), Some((_, b))) = (self.inner_of(a), self.inner_of(b)) {
+            d.record_follows_from(&a, &b);
         }
     }
 
@@ -392,10 +394,8 @@ impl Subscriber for CaptureSubscriber {
             }
             info
         });
-        if let (Some(d), Some(i)) = (&self.inner, entered) {
-            if i.inner != 0 {
-                d.enter(&Id::from_u64(i.inner));
-            }
+        if let Some((d, inner)) = self.inner_of(entered) {
+            d.enter(&inner);
         }
     }
 
@@ -416,19 +416,15 @@ impl Subscriber for CaptureSubscriber {
             }
             info
         });
-        if let (Some(d), Some(i)) = (&self.inner, exited) {
-            if i.inner != 0 {
-                d.exit(&Id::from_u64(i.inner));
-            }
+        if let Some((d, inner)) = self.inner_of(exited) {
+            d.exit(&inner);
         }
     }
 
     fn clone_span(&self, span: &Id) -> Id {
         let id = span.into_u64();
-        if let Some(d) = &self.inner {
-            if let Some(i) = self.info(id).filter(|i| i.inner != 0) {
-                let _ = d.clone_span(&Id::from_u64(i.inner));
-            }
+        if let Some((d, inner)) = self.inner.as_ref().and_then(|_| self.inner_of(self.info(id))) {
+            let _ = d.clone_span(&inner);
         }
         let mut refs = self.refs.lock();
         *refs.entry(id).or_insert(0) += 1;
@@ -438,11 +434,9 @@ impl Subscriber for CaptureSubscriber {
 
     fn try_close(&self, span: Id) -> bool {
         let id = span.into_u64();
-        if let Some(d) = &self.inner {
-            // Every handle's drop reaches the inner dispatcher, which counts its own.
-            if let Some(i) = self.info(id).filter(|i| i.inner != 0) {
-                let _ = d.try_close(Id::from_u64(i.inner));
-            }
+        // Every handle's drop reaches the inner dispatcher, which counts its own.
+        if let Some((d, inner)) = self.inner.as_ref().and_then(|_| self.inner_of(self.info(id))) {
+            let _ = d.try_close(inner);
         }
         // Every clone adds to `clones` before its handle exists, and a handle
         // reaches another thread only through synchronisation: a close that
@@ -498,8 +492,6 @@ mod tests {
     use crate::record::{Batch, CaptureClock, Kind};
     use crate::writer::{Pending, StartOwned, WriterCell};
 
-    type Shared = Core;
-
     fn rig() -> (Dispatch, Arc<Core>, Receiver<Msg>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (recycle_tx, recycle) = crossbeam_channel::bounded(1);
@@ -535,11 +527,6 @@ mod tests {
         d.downcast_ref::<CaptureSubscriber>().expect("the capture's own subscriber")
     }
 
-    /// Hands the calling thread's records to the channel.
-    fn flush(shared: &Arc<Shared>) {
-        shared.threads.flush_local();
-    }
-
     /// Every record sent so far: (thread, kind, span id, callsite name).
     fn records(rx: &Receiver<Msg>) -> Vec<(u32, Kind, u64, Option<&'static str>)> {
         let mut out = Vec::new();
@@ -558,7 +545,7 @@ mod tests {
     }
 
     /// No span is left in any table or ring.
-    fn assert_empty(d: &Dispatch, shared: &Shared) {
+    fn assert_empty(d: &Dispatch, shared: &Core) {
         let s = sub(d);
         assert!(s.overflow.lock().is_empty(), "overflow: {:?}", s.overflow.lock().keys().collect::<Vec<_>>());
         assert!(s.refs.lock().is_empty());
@@ -588,11 +575,11 @@ mod tests {
             let shared2 = shared.clone();
             std::thread::spawn(move || {
                 drop((a, b));
-                flush(&shared2);
+                shared2.threads.flush_local();
             })
             .join()
             .unwrap();
-            flush(&shared);
+            shared.threads.flush_local();
             (ids.0.into_u64(), ids.1.into_u64(), ids.2.into_u64())
         });
         let records = records(&rx);
@@ -621,12 +608,12 @@ mod tests {
             let shared2 = shared.clone();
             let elsewhere = std::thread::spawn(move || {
                 moved.in_scope(|| ());
-                flush(&shared2);
+                shared2.threads.flush_local();
             });
             elsewhere.join().unwrap();
             let id = old.id().unwrap().into_u64();
             drop(old);
-            flush(&shared);
+            shared.threads.flush_local();
             (id, 1)
         });
         let records = records(&rx);
@@ -696,7 +683,7 @@ mod tests {
     }
 
     /// The heap bytes of the batch thread `index` holds now.
-    fn held_bytes(shared: &Shared, index: u64) -> usize {
+    fn held_bytes(shared: &Core, index: u64) -> usize {
         let held = shared.threads.with_buf(index, |b| b.steal(&shared.threads.clock, Batch::default));
         // What the steal took out is sent back as it was: only its size matters.
         held.flatten().and_then(|t| t.batch).map_or(0, |b| b.bytes())
