@@ -82,7 +82,7 @@
 //! | `<P>_TRACE_FORMAT` | comma list of the sinks to write; default all the caller knows |
 //! | `<P>_TRACE_CPU` | the least severe level whose spans read the thread CPU clock at enter and exit ([`Event::SpanBegin`]'s `thread_cpu_ns`, [`Event::SpanEnd`]'s `cpu`): a level name or `off`; default `info` ([`DEFAULT_CPU`]) |
 //! | `<P>_TRACE_SAMPLE` | the interval of the sampler thread, which reads the process's resident memory and CPU ([`Event::ProcessSample`]): `1ms` to `1s`, as `<n>ms` or `<n>s`, or `off`; default `10ms` ([`DEFAULT_SAMPLE`]) |
-//! | `<P>_TRACE_STACKS` | sampled CPU call stacks of every thread that records into the capture: one sample per `1ms` to `100ms` of a thread's CPU time, or `off`; default `off`. Sinks receive them before they finish ([`Sink::stacks`], [`CpuStacks`]); [`FoldedStacksSink`] writes them as folded stacks. Needs the `stacks` feature (trace-stacks); without it a capture that asks for them warns ([`Report::stacks_error`]) |
+//! | `<P>_TRACE_STACKS` | sampled CPU call stacks of every thread that records into the capture: one sample per `1ms` to `100ms` of a thread's CPU time, or `off`; default `off`. Sinks receive them before they finish ([`Sink::stacks`], [`CpuStacks`]), which can write them as folded stacks. Needs the `stacks` feature (trace-stacks); without it a capture that asks for them warns ([`Report::stacks_error`]) |
 //! | `<P>_TRACE_CHILDREN` | `1`: children started with [`Handle::child_env`] capture themselves into this capture's directory even without their own `<P>_TRACE_DIR`; `0` (default): only those whose own directory is set |
 //! | `TRACEPARENT`, `CABIN_TRACE_PARENT` | set on children by [`Handle::child_env`]: the family's trace id and parent span (W3C trace context), and the parent capture's directory and stem; read under every prefix. A malformed value is ignored with a warning ([`Config::warnings`]) |
 //!
@@ -132,4 +132,4 @@ pub use layer::CaptureLayer;
 pub use os::ChildUsage;
 pub use session::{bind, current, new_stem, spawn, Handle, Report, Session, PARTIAL_SUFFIX};
 pub use sink::{CheckedWriter, Sink};
-pub use stacks::{CpuStacks, FoldedStacksSink, SpanSamples, FOLDED_SUFFIX};
+pub use stacks::{CpuStacks, SpanSamples};

@@ -11,7 +11,6 @@
 //! | image start ([`startup_us`]) | an `.init_array` constructor | a `__mod_init_func` constructor | not read |
 //! | process CPU ([`Usage`]) | `getrusage` | `getrusage` | not read |
 //! | the tool's peak memory | since the exec: `getrusage`, or `VmHWM` of `/proc/self/status` | `getrusage`: since the exec, or since process creation | not read |
-//! | a child's CPU and peak ([`wait_child`]) | `wait4` | `wait4` | not read |
 //! | the calling thread's CPU time ([`thread_cpu_ns`]) | `CLOCK_THREAD_CPUTIME_ID` | `CLOCK_THREAD_CPUTIME_ID` | `GetThreadTimes` |
 //! | resident memory now ([`ProcessSampler`]) | `/proc/self/statm`, kept open | `task_info(MACH_TASK_BASIC_INFO)` | `K32GetProcessMemoryInfo` |
 //! | process CPU now ([`ProcessSampler`]) | `CLOCK_PROCESS_CPUTIME_ID` | `CLOCK_PROCESS_CPUTIME_ID` | `GetProcessTimes` |
@@ -22,11 +21,10 @@
 //! carries what it did before the exec in its `getrusage` totals: its CPU, the
 //! peak of its children (rustc), and, on Linux, its own peak memory. So every
 //! CPU figure here is a difference of two readings taken inside the tool's
-//! image, a child's peak comes only from the children [`wait_child`] waited
-//! for, and the tool's own peak is read where the kernel resets it at an exec.
+//! image, a child's peak comes only from the children whose wait reported it
+//! ([`crate::Handle::child_exited`]), and the tool's own peak is read where
+//! the kernel resets it at an exec.
 
-use std::io;
-use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -142,7 +140,8 @@ pub fn missing() -> Option<&'static str> {
     platform::MISSING
 }
 
-/// What one child process used, as its wait reported it.
+/// What one child process used, as its wait reported it
+/// ([`crate::Handle::child_exited`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ChildUsage {
     /// User CPU time of the child (and of the children it waited for), in microseconds.
@@ -152,15 +151,6 @@ pub struct ChildUsage {
     /// Peak resident set of the child, or of the largest of the children it
     /// waited for, in KiB.
     pub max_rss_kib: u64,
-}
-
-/// Waits for `child` to exit, and reads what it used: `wait4` on Unix; on
-/// Windows a plain wait, and no usage.
-///
-/// The child is consumed: once waited for this way, `std` could not wait for it
-/// again. Interrupted waits are retried.
-pub fn wait_child(child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
-    platform::wait_child(child)
 }
 
 /// The children one capture waited for (see [`crate::Handle::child_exited`]):

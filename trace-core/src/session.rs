@@ -590,7 +590,7 @@ impl Handle {
 
     /// Adds a child process that the command ran and waited for to the
     /// capture's figures: its CPU to the waited children's sum, its peak to
-    /// their largest. [`os::wait_child`] reads `usage`.
+    /// their largest.
     pub fn child_exited(&self, usage: &os::ChildUsage) {
         self.core.children.add(usage);
     }

@@ -15,11 +15,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::capture::ROOT_TARGET;
-use crate::event::{Event, Finish};
-use crate::sink::Sink;
-
-/// The file name after the stem of the folded stacks: `<stem>.stacks.folded`.
-pub const FOLDED_SUFFIX: &str = "stacks.folded";
+use crate::event::Event;
 
 /// How many functions [`SpanSamples::top_functions`] lists.
 #[cfg_attr(not(feature = "stacks"), allow(dead_code))]
@@ -189,7 +185,7 @@ pub struct SpanSamples {
 }
 
 /// The CPU stacks of a capture, as the sinks receive them before they finish
-/// ([`Sink::stacks`]): whether they were asked for and taken, the counts, and
+/// ([`crate::Sink::stacks`]): whether they were asked for and taken, the counts, and
 /// the samples by span.
 #[derive(Debug, Default)]
 pub struct CpuStacks {
@@ -326,33 +322,6 @@ impl CpuStacks {
         }
         let _ = pid;
         Vec::new()
-    }
-}
-
-/// Writes `<stem>.stacks.folded`: the capture's CPU stacks as folded stacks
-/// ([`CpuStacks::write_folded`]), empty when none were taken.
-#[derive(Debug, Default)]
-pub struct FoldedStacksSink;
-
-impl Sink for FoldedStacksSink {
-    fn name(&self) -> &'static str {
-        "stacks"
-    }
-
-    fn suffix(&self) -> &'static str {
-        FOLDED_SUFFIX
-    }
-
-    fn event(&mut self, _event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn stacks(&mut self, stacks: &CpuStacks, out: &mut dyn Write) -> io::Result<()> {
-        stacks.write_folded(out)
-    }
-
-    fn finish(&mut self, _end: &Finish<'_>, _out: &mut dyn Write) -> io::Result<()> {
-        Ok(())
     }
 }
 

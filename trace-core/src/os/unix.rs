@@ -1,12 +1,9 @@
-//! Linux and macOS: `getrusage`, `wait4`, `clock_gettime`, and a constructor
+//! Linux and macOS: `getrusage`, `clock_gettime`, and a constructor
 //! that runs when the tool's image starts.
 
-use std::io;
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{ChildUsage, Cpu};
+use super::Cpu;
 use crate::event::Since;
 
 pub(super) const MISSING: Option<&str> = None;
@@ -166,32 +163,6 @@ fn status_hwm_kib() -> Option<u64> {
     line.strip_suffix("kB")?.trim().parse().ok()
 }
 
-pub(super) fn wait_child(child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
-    let pid = child.id() as libc::pid_t;
-    let mut status: libc::c_int = 0;
-    // SAFETY: an all-zero rusage is valid, and wait4 only writes to it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: `status` and `ru` are valid and writable; `pid` is our child,
-        // which nothing else waits for: `child` is ours and is dropped unwaited.
-        let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-        if rc == pid {
-            break;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    drop(child);
-    let usage = ChildUsage {
-        user_us: tv_us(ru.ru_utime),
-        system_us: tv_us(ru.ru_stime),
-        max_rss_kib: max_rss_kib(&ru),
-    };
-    Ok((ExitStatus::from_raw(status), Some(usage)))
-}
-
 // The image start: a constructor the loader runs before `main` (and before any
 // other Rust code of this image) records the monotonic clock, the CPU the
 // process had used until then (what it did before its exec) and its peak
@@ -307,20 +278,6 @@ fn process_start_us() -> Option<u64> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_childs_exit_status_and_cpu_come_from_its_wait() {
-        // A shell that burns a little CPU in a loop, then exits with 3.
-        let child = std::process::Command::new("sh")
-            .args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3"])
-            .spawn()
-            .unwrap();
-        let (status, usage) = wait_child(child).unwrap();
-        assert_eq!(status.code(), Some(3));
-        let usage = usage.unwrap();
-        assert!(usage.user_us + usage.system_us > 0, "{usage:?}");
-        assert!(usage.max_rss_kib > 100, "{usage:?}");
-    }
-
     #[cfg(any(target_os = "linux", target_os = "android"))]
     #[test]
     fn the_peak_read_from_proc_status_is_the_one_it_shows() {
@@ -330,12 +287,5 @@ mod tests {
         // The peak only grows, and nothing here touches much memory in between.
         let read = status_hwm_kib().expect("VmHWM is read");
         assert!(read >= expected && read < expected + 4096, "{read} KiB against {expected} KiB");
-    }
-
-    #[test]
-    fn a_child_killed_by_a_signal_says_so() {
-        let child = std::process::Command::new("sh").args(["-c", "kill -9 $$"]).spawn().unwrap();
-        let (status, _) = wait_child(child).unwrap();
-        assert_eq!((status.code(), status.signal()), (None, Some(9)));
     }
 }

@@ -1,9 +1,6 @@
 //! Windows: thread ids and the performance counter; no process figures.
 
-use std::io;
-use std::process::{Child, ExitStatus};
-
-use super::{ChildUsage, Cpu};
+use super::Cpu;
 use crate::event::Since;
 
 pub(super) const MISSING: Option<&str> =
@@ -99,8 +96,4 @@ pub(super) fn startup_us() -> Option<u64> {
 
 pub(super) fn startup_resolution_us() -> u64 {
     0
-}
-
-pub(super) fn wait_child(mut child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
-    Ok((child.wait()?, None))
 }

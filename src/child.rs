@@ -1,14 +1,55 @@
-//! A child's `stdout` and `stderr`, read to their ends without letting a
-//! child that fills one pipe block on the other: on Unix both on the calling
-//! thread, with `poll`, as `Command::output` does; elsewhere `stderr` on a
-//! thread of its own.
+//! A child process the command runs: its wait, with what it used, and its
+//! `stdout` and `stderr`, read to their ends without letting a child that
+//! fills one pipe block on the other: on Unix both on the calling thread,
+//! with `poll`, as `Command::output` does; elsewhere `stderr` on a thread of
+//! its own.
 //!
 //! On Unix no thread is started: a thread for each child would cost the
 //! command its start and, at its end, a wake-up of the other processor to
 //! join it.
 
 use std::io::{self, Read};
-use std::process::{ChildStderr, ChildStdout};
+use std::process::{Child, ChildStderr, ChildStdout, ExitStatus};
+
+use trace_core::ChildUsage;
+
+/// Waits for `child` to exit, and reads what it used: `wait4` on Unix;
+/// elsewhere a plain wait, and no usage.
+///
+/// The child is consumed: once waited for this way, `std` could not wait for it
+/// again. Interrupted waits are retried.
+#[cfg(unix)]
+pub(crate) fn wait_with_usage(child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is valid, and wait4 only writes to it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `ru` are valid and writable; `pid` is our child,
+        // which nothing else waits for: `child` is ours and is dropped unwaited.
+        let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if rc == pid {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    drop(child);
+    let us = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000 + tv.tv_usec as u64;
+    // Linux reports KiB; macOS reports bytes.
+    let max_rss_kib =
+        if cfg!(target_vendor = "apple") { ru.ru_maxrss as u64 / 1024 } else { ru.ru_maxrss as u64 };
+    let usage = ChildUsage { user_us: us(ru.ru_utime), system_us: us(ru.ru_stime), max_rss_kib };
+    Ok((ExitStatus::from_raw(status), Some(usage)))
+}
+
+#[cfg(not(unix))]
+pub(crate) fn wait_with_usage(mut child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
+    Ok((child.wait()?, None))
+}
 
 /// Reads both pipes to their ends. Each pipe's result comes apart, so that
 /// the caller can still wait for the child when reading one failed.
@@ -126,7 +167,30 @@ fn read_both(mut o: ChildStdout, mut e: ChildStderr) -> (io::Result<Vec<u8>>, io
 
 #[cfg(all(test, unix))]
 mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
     use super::*;
+
+    #[test]
+    fn a_childs_exit_status_and_cpu_come_from_its_wait() {
+        // A shell that burns a little CPU in a loop, then exits with 3.
+        let child = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3"])
+            .spawn()
+            .unwrap();
+        let (status, usage) = wait_with_usage(child).unwrap();
+        assert_eq!(status.code(), Some(3));
+        let usage = usage.unwrap();
+        assert!(usage.user_us + usage.system_us > 0, "{usage:?}");
+        assert!(usage.max_rss_kib > 100, "{usage:?}");
+    }
+
+    #[test]
+    fn a_child_killed_by_a_signal_says_so() {
+        let child = std::process::Command::new("sh").args(["-c", "kill -9 $$"]).spawn().unwrap();
+        let (status, _) = wait_with_usage(child).unwrap();
+        assert_eq!((status.code(), status.signal()), (None, Some(9)));
+    }
 
     /// The bytes `sh -c script` writes to its stdout and its stderr, read with
     /// [`read_pipes`], and its exit code.
