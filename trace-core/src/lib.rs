@@ -114,8 +114,6 @@ mod session;
 mod sink;
 mod stacks;
 mod subscriber;
-#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
-mod test_child;
 mod writer;
 
 pub use capture::ROOT_TARGET;
