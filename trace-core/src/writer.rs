@@ -971,15 +971,15 @@ pub(crate) struct Pending {
 /// A short command (a few hundred records on each thread) never fills a batch,
 /// so nothing is sent before the capture finishes: its records are then turned
 /// into events on the finishing thread, which saves the thread's start and
-/// exit. Otherwise the
-/// first thread to hand a batch over starts the writer thread. If the thread
-/// cannot be started, the batches wait in the channel (up to the memory
-/// budget; past it they are dropped and counted) and the finish processes them.
+/// exit. Otherwise the first thread to hand a batch over starts the writer
+/// thread. If it cannot be started, the batches wait in the channel (up to
+/// the memory budget; past it they are dropped and counted) and the finish
+/// processes them.
 pub(crate) struct WriterCell {
+    /// Set once the writer thread runs, or the finish has taken the writer.
     started: AtomicBool,
-    /// What the writer runs with; taken by the writer thread or by the finish.
-    pending: Arc<Mutex<Option<Pending>>>,
-    thread: Mutex<Option<JoinHandle<Option<Outcome>>>>,
+    /// The writer still to run (`Inline`), its thread, or neither.
+    state: Mutex<Ended>,
     threads: Arc<Threads>,
 }
 
@@ -992,7 +992,7 @@ impl Drop for Running {
     }
 }
 
-/// How the writer ended, for the finish.
+/// Where the writer is, for the finish.
 pub(crate) enum Ended {
     /// The writer thread is running: send it the finish and join it.
     Thread(JoinHandle<Option<Outcome>>),
@@ -1005,12 +1005,7 @@ pub(crate) enum Ended {
 impl WriterCell {
     /// A writer for `threads`' capture that will run with `pending`.
     pub(crate) fn new(threads: Arc<Threads>, pending: Pending) -> WriterCell {
-        WriterCell {
-            started: AtomicBool::new(false),
-            pending: Arc::new(Mutex::new(Some(pending))),
-            thread: Mutex::new(None),
-            threads,
-        }
+        WriterCell { started: AtomicBool::new(false), state: Mutex::new(Ended::Inline(pending)), threads }
     }
 
     /// Starts the writer thread unless it has started (or the capture has
@@ -1026,16 +1021,18 @@ impl WriterCell {
 
     #[cold]
     fn start(&self) {
-        let mut thread = self.thread.lock();
-        if self.started.load(Ordering::Acquire) || self.pending.lock().is_none() {
+        let mut state = self.state.lock();
+        if self.started.load(Ordering::Acquire) || !matches!(*state, Ended::Inline(_)) {
             return;
         }
         #[cfg(test)]
         if tests::REFUSE_SPAWN.get() {
             return;
         }
-        let pending = self.pending.clone();
-        let threads = self.threads.clone();
+        let Ended::Inline(pending) = std::mem::replace(&mut *state, Ended::Gone) else { return };
+        // The thread takes the writer from here; if it cannot start, it stays.
+        let slot = Arc::new(Mutex::new(Some(pending)));
+        let (threads, taken) = (self.threads.clone(), slot.clone());
         let spawned = std::thread::Builder::new()
             .name("trace-writer".into())
             // Room for a sink's compressor tables, which an unoptimised build
@@ -1046,15 +1043,17 @@ impl WriterCell {
                 crate::buffer::ON_WRITER.with(|w| w.set(true));
                 // Recording threads stop waiting for room once this thread ends, however it ends.
                 let _running = Running(threads.clone());
-                let p = pending.lock().take()?;
+                let p = taken.lock().take()?;
                 Some(run(threads, p))
             });
-        // On failure the pending writer stays here: the next hand-over tries
-        // again, and the finish runs it if none succeeds.
-        if let Ok(handle) = spawned {
-            *thread = Some(handle);
-            self.threads.handoff.writer_running.store(true, Ordering::Release);
-            self.started.store(true, Ordering::Release);
+        match spawned {
+            Ok(handle) => {
+                *state = Ended::Thread(handle);
+                self.threads.handoff.writer_running.store(true, Ordering::Release);
+                self.started.store(true, Ordering::Release);
+            }
+            // The next hand-over tries again, and the finish runs it if none succeeds.
+            Err(_) => *state = slot.lock().take().map_or(Ended::Gone, Ended::Inline),
         }
     }
 
@@ -1062,18 +1061,9 @@ impl WriterCell {
     /// it would have run with. Later calls return `Ended::Gone`, and nothing
     /// starts the thread any more.
     pub(crate) fn end(&self) -> Ended {
-        let mut thread = self.thread.lock();
-        let was_started = self.started.swap(true, Ordering::AcqRel);
-        if let Some(handle) = thread.take() {
-            return Ended::Thread(handle);
-        }
-        if was_started {
-            return Ended::Gone;
-        }
-        match self.pending.lock().take() {
-            Some(p) => Ended::Inline(p),
-            None => Ended::Gone,
-        }
+        let mut state = self.state.lock();
+        self.started.store(true, Ordering::Release);
+        std::mem::replace(&mut *state, Ended::Gone)
     }
 }
 
