@@ -8,20 +8,19 @@
 //! Every batch carries a sequence number per thread and an `until` stamp: every
 //! record of that thread stamped before `until` is in this batch or an earlier
 //! one. The writer may also take threads' partial batches itself
-//! ([`steal_all`]) when it needs to know how far those threads have got, and
-//! takes every remainder at the finish ([`close_all`]). A record is stamped
-//! while its buffer is claimed, so whatever the writer takes under the claim is
-//! every record stamped before the moment it took it.
+//! ([`steal_all`]) to learn how far they have got, and takes every remainder
+//! at the finish ([`close_all`]). A record is stamped while its buffer is
+//! claimed, so what the writer takes under the claim is every record stamped
+//! before it took it.
 //!
 //! The channel holds batches up to a memory budget. A thread whose full batch
 //! would pass it waits, with its buffer released, for the writer to make room
-//! ([`Handoff::wait_for_room`]): the command slows down to the writer's pace
-//! instead of losing records. Only when the writer makes no room within
-//! [`MAX_WAIT`] (it is stuck, e.g. on a disk that does not answer), or could
-//! not be started, is a batch dropped, counted, and replaced by a [`Msg::Gap`] that
-//! tells the writer which records of which thread are missing; after such a
-//! timeout the capture drops rather than waits, so that a stuck writer costs
-//! the command one wait, not one per batch.
+//! ([`Handoff::wait_for_room`]): the command slows to the writer's pace instead
+//! of losing records. Only a writer that makes no room within [`MAX_WAIT`] (a
+//! disk that does not answer), or could not start, has a batch dropped,
+//! counted and replaced by a [`Msg::Gap`]; after such a timeout the capture
+//! drops rather than waits, so that a stuck writer costs one wait, not one per
+//! batch.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -299,13 +298,6 @@ impl ThreadRecords {
         self.seq += 1;
         s
     }
-
-    /// A stamp read now, remembered as the thread's latest.
-    #[inline(always)]
-    pub(crate) fn stamp(&mut self, clock: &CaptureClock) -> u64 {
-        self.last_ts = clock.now();
-        self.last_ts
-    }
 }
 
 /// What the writer took from a buffer: the batch's sequence number, its
@@ -317,19 +309,6 @@ pub(crate) struct Taken {
 }
 
 impl ThreadBuf {
-    fn new_shared(index: u32, tid: Tid, name: String, batch: Batch, registered: u64) -> Arc<ThreadBuf> {
-        Arc::new(ThreadBuf {
-            index,
-            tid,
-            name,
-            registered,
-            busy: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-            records: UnsafeCell::new(ThreadRecords { batch, closed: false, last_ts: registered, seq: 0 }),
-            recent_spans: RecentSpans::new(),
-        })
-    }
-
     /// Exclusive access to the buffer, unless another party has it.
     #[inline]
     pub(crate) fn try_claim(&self) -> Option<Claim<'_>> {
@@ -490,7 +469,17 @@ impl Threads {
         // Under the lock: a writer that has seen the list knows this thread
         // records nothing stamped before it registered.
         let registered = self.clock.now();
-        let buf = ThreadBuf::new_shared(list.len() as u32, tid, name, self.handoff.first_batch(), registered);
+        let batch = self.handoff.first_batch();
+        let buf = Arc::new(ThreadBuf {
+            index: list.len() as u32,
+            tid,
+            name,
+            registered,
+            busy: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            records: UnsafeCell::new(ThreadRecords { batch, closed: false, last_ts: registered, seq: 0 }),
+            recent_spans: RecentSpans::new(),
+        });
         // Every thread that records into the capture has its CPU stacks
         // sampled, when they are on.
         self.stacks.add_thread(tid);
@@ -562,7 +551,10 @@ impl Threads {
         if local.closed {
             return Filled::Closed;
         }
-        let ts = if stamp { local.stamp(&self.clock) } else { local.last_ts };
+        if stamp {
+            local.last_ts = self.clock.now();
+        }
+        let ts = local.last_ts;
         fill(&mut local.batch, ts);
         if local.batch.is_full() {
             let (handoff, bytes) = (&self.handoff, local.batch.bytes());
