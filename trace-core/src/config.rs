@@ -98,12 +98,6 @@ impl Config {
     /// Like [`Config::from_env`], with a default format list of its own:
     /// `default_formats` (a subset of `known_formats`) when `<prefix>_TRACE_FORMAT`
     /// is unset, so a format can be known without being written by default.
-    ///
-    /// ```
-    /// # use trace_core::Config;
-    /// let c = Config::from_env_with_defaults("DOCTEST_UNSET", &["chrome", "otlp"], &["chrome"]).unwrap();
-    /// assert!(c.is_none());
-    /// ```
     pub fn from_env_with_defaults(
         prefix: &str,
         known_formats: &[&str],

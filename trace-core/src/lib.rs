@@ -94,9 +94,6 @@
 
 #![deny(missing_docs)]
 
-// Layers, top-down: raw records, per-thread buffers and their hand-over, the
-// writer, the capture's state and record protocol, then the two front-ends
-// (the capture's own subscriber and a registry layer), and the session.
 mod buffer;
 mod callsite_answers;
 mod capture;
