@@ -12,15 +12,13 @@ use tracing_core::field::Visit;
 use tracing_core::Metadata;
 
 use crate::buffer::{Filled, ThreadBuf, Threads};
-use crate::record::{Batch, Kind};
+use crate::record::{Batch, Kind, Meta};
 use crate::writer::WriterCell;
 
 /// The target of the span a capture wraps its command in (`command`, with the
 /// command's name as a field). A capture records it whatever its filter, and
 /// never shows it to the tool's own subscriber or layers.
 pub const ROOT_TARGET: &str = "cabin_trace";
-
-type Meta = &'static Metadata<'static>;
 
 /// Numbers the flows of [`crate::bind`], for every capture of the process.
 pub(crate) static FLOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -178,12 +176,6 @@ impl Core {
     #[inline]
     pub(crate) fn event(&self, buf: Option<&ThreadBuf>, meta: Meta, values: impl FnOnce(&mut dyn Visit)) {
         let _ = self.record(buf, true, |b, ts| b.push_fields(Kind::Event, 0, ts, Some(meta), values));
-    }
-
-    /// Nanoseconds since the capture's start.
-    #[inline]
-    pub(crate) fn rel_now(&self) -> u64 {
-        self.threads.clock.rel_now()
     }
 }
 

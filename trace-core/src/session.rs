@@ -336,7 +336,7 @@ impl Session {
         if let Some(mut sampler) = self.sampler.take() {
             sampler.stop();
         }
-        let end_rel = self.core.rel_now();
+        let end_rel = self.core.threads.clock.rel_now();
         let resources = Usage::now().since(&self.usage_start, &self.core.children);
         // Stopped and symbolized here, before the sinks finish.
         let stacks = self.core.threads.stacks.finish(self.stacks, self.stacks_error.clone());
@@ -515,7 +515,7 @@ pub fn current() -> Option<Handle> {
 impl Handle {
     /// Now, on the capture's clock (monotonic nanoseconds).
     pub fn now_ns(&self) -> u64 {
-        self.core.threads.clock.base_mono_ns + self.core.rel_now()
+        self.core.threads.clock.base_mono_ns + self.core.threads.clock.rel_now()
     }
 
     /// The capture's clock reading for `instant`.

@@ -90,16 +90,13 @@ impl CaptureSubscriber {
         }
     }
 
-    #[inline]
-    fn wants(&self, meta: &Metadata<'_>) -> bool {
-        wants(&self.filter, meta)
-    }
-
     /// What is known of `meta`: kept when it was registered, or worked out
     /// now for a call site the table does not hold.
     #[inline]
     fn known(&self, meta: &Metadata<'_>) -> Answers {
-        self.sites.get(meta).unwrap_or_else(|| Answers { wanted: self.wants(meta), inner_never: false })
+        self.sites
+            .get(meta)
+            .unwrap_or_else(|| Answers { wanted: wants(&self.filter, meta), inner_never: false })
     }
 
     /// [`Self::known`] for a span or event `tracing` gave the subscriber:
@@ -281,7 +278,7 @@ impl Subscriber for CaptureSubscriber {
         // The inner dispatcher registers the callsite for itself: `tracing`
         // asks every dispatcher and combines the answers. Its answer is kept
         // too, for what to forward to it, and so is the filter's.
-        let wanted = self.wants(meta);
+        let wanted = wants(&self.filter, meta);
         let inner_never = self.inner.as_ref().is_some_and(|d| d.register_callsite(meta).is_never());
         self.sites.set(meta, Answers { wanted, inner_never });
         if wanted {

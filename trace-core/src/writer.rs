@@ -40,12 +40,11 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
-use tracing_core::Metadata;
 
 use crate::buffer::{self, Msg, Taken, ThreadBuf, Threads};
 use crate::clock::{Anchors, Near};
 use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site, Start, ThreadCpu, Tid};
-use crate::record::{raw_value, Batch, Kind, OwnedLane, Raw};
+use crate::record::{raw_value, Batch, Kind, Meta, OwnedLane, Raw};
 use crate::sink::{CheckedWriter, Sink};
 use crate::stacks::{CpuStacks, SpanIntervals, StacksEnd};
 
@@ -144,7 +143,7 @@ fn borrow_fields<'a>(to: &mut Vec<Field<'a>>, fields: Option<&'a SpanFields>) {
 struct OpenSlice {
     id: u64,
     begin_ts: u64,
-    meta: &'static Metadata<'static>,
+    meta: Meta,
     /// Values recorded while the slice is open, which are rare: no list
     /// until one is (boxed, so that the common slice moves fewer bytes).
     recorded: Option<Box<SpanFields>>,
