@@ -14,17 +14,13 @@
 //! - Spans are almost never cloned: a handle's close checks one atomic count of
 //!   outstanding clones, and only when it is not zero, a table of extra
 //!   references under a lock.
-//! - The tee: every call the inner dispatcher enables is forwarded to it, with
-//!   span ids mapped (the inner id is kept beside the callsite). The capture's
-//!   root span is never forwarded, so the tool's subscriber sees its spans with
-//!   the parents it would see without capture. A call site whose interest
-//!   from the inner dispatcher is `never` is not forwarded even when its
-//!   `enabled` says yes, and the capture's filter is not asked again for a
-//!   call site it has answered (both kept per call site, [`crate::callsite_answers`]).
-//!   With no inner dispatcher the tee costs one branch per call. Limit: an event with an explicit parent
-//!   (`info!(parent: &span, ..)`) reaches the inner dispatcher unchanged, with
-//!   the capture's id for its parent, because `tracing` offers no way to
-//!   rebuild an event with another parent.
+//! - The tee ([`crate::Session::start`]): what the inner dispatcher wants
+//!   ([`crate::callsite_answers`]) is forwarded to it with span ids mapped
+//!   (the inner id is kept beside the callsite), the capture's root span
+//!   never, so the tool's subscriber sees the parents it would see without
+//!   capture. Limit: an event with an explicit parent (`info!(parent: &span,
+//!   ..)`) reaches it unchanged, with the capture's id for its parent:
+//!   `tracing` offers no way to rebuild an event with another parent.
 
 use std::any::TypeId;
 use std::collections::HashMap;

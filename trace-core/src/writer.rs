@@ -22,12 +22,6 @@
 //! begin and end at once, its fields borrowed from the batch, and never puts
 //! it in a table or on a thread's stack (`Writer::leaf`), which is most of
 //! the writer's work saved for such a span.
-//!
-//! # Sinks
-//!
-//! Each sink's calls run under `catch_unwind`: a sink that panics is not
-//! called again, its file stays `.partial`, and the report names it; the other
-//! sinks go on.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::File;
@@ -64,7 +58,9 @@ pub(crate) struct SinkFile {
 }
 
 impl SinkFile {
-    /// Runs one call of the sink, keeping its error or its panic.
+    /// Runs one call of the sink under `catch_unwind`, keeping its error or
+    /// its panic: a sink that failed is not called again, its file stays
+    /// `.partial`, and the other sinks go on.
     fn call(&mut self, f: impl FnOnce(&mut dyn Sink, &mut dyn Write) -> std::io::Result<()>) {
         if self.error.is_some() {
             return;
@@ -209,9 +205,8 @@ struct ThreadState {
     gap_from: Option<u64>,
 }
 
-/// The monotonic time of a record of the thread `state` stamped `stamp`, given the
-/// tick conversion (`anchors`) or the capture's start (`base`): a thread's
-/// times never go back, even where two counter reads ran out of order.
+/// The monotonic time of a record of the thread `state` stamped `stamp`, given
+/// the tick conversion (`anchors`) or the capture's start (`base`).
 #[inline(always)]
 fn thread_time(anchors: Option<&Anchors>, base: u64, state: &mut ThreadState, stamp: u64) -> u64 {
     let ns = match anchors {
