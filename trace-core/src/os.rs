@@ -250,7 +250,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn child_totals_sum_cpu_and_keep_the_largest_peak() {
+    fn child_totals_sum_cpu_and_keep_the_largest_peak_and_no_child_means_no_peak() {
+        let none = Usage::now().since(&Usage::now(), &ChildTotals::default());
+        assert_eq!(none.largest_child_max_rss_kib, None);
+        assert_eq!(none.waited_children, missing().is_none().then_some(0));
         let totals = ChildTotals::default();
         totals.add(&ChildUsage { user_us: 10, system_us: 1, max_rss_kib: 300 });
         totals.add(&ChildUsage { user_us: 5, system_us: 2, max_rss_kib: 900 });
@@ -263,13 +266,6 @@ mod tests {
         assert_eq!(r.waited_children, Some(3));
         assert_eq!((r.waited_children_user_us, r.waited_children_system_us), (Some(16), Some(3)));
         assert_eq!(r.largest_child_max_rss_kib, Some(900), "a peak is the largest, never a sum");
-    }
-
-    #[test]
-    fn with_no_child_waited_for_there_is_no_child_peak() {
-        let r = Usage::now().since(&Usage::now(), &ChildTotals::default());
-        assert_eq!(r.largest_child_max_rss_kib, None);
-        assert_eq!(r.waited_children, missing().is_none().then_some(0));
     }
 
     /// Burns CPU on the calling thread for about `ms` milliseconds of wall time.

@@ -489,16 +489,8 @@ mod tests {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (recycle_tx, recycle) = crossbeam_channel::bounded(1);
         let threads = Arc::new(Threads::new(CaptureClock::start(), Handoff::new(tx, recycle, usize::MAX)));
-        let start = StartOwned {
-            command: "test".into(),
-            stem: "test".into(),
-            pid: 0,
-            start_unix_ms: 0,
-            startup_us: None,
-            filter: "trace".into(),
-            family: Default::default(),
-        };
-        let pending = Pending { rx: rx.clone(), recycle: recycle_tx, sinks: Vec::new(), start };
+        let pending =
+            Pending { rx: rx.clone(), recycle: recycle_tx, sinks: Vec::new(), start: StartOwned::default() };
         let core = Arc::new(Core {
             writer: WriterCell::new(threads.clone(), pending),
             threads,

@@ -90,6 +90,7 @@ fn feed(sinks: &mut [SinkFile], event: &Event<'_>) {
 }
 
 /// What the capture's start tells the sinks, owned until the writer runs.
+#[derive(Default)]
 pub(crate) struct StartOwned {
     pub command: String,
     pub stem: String,
