@@ -248,8 +248,6 @@ pub(crate) struct Writer {
     recycle: Sender<Batch>,
     /// The tick conversion, when records carry ticks.
     anchors: Option<Anchors>,
-    /// Spans still open at the finish.
-    unclosed: u64,
     /// The lists of an event's fields.
     scratch: [Scratch; 2],
     /// Spans that run in pieces, and flows.
@@ -290,7 +288,6 @@ impl Writer {
             spare: Vec::new(),
             recycle,
             anchors,
-            unclosed: 0,
             scratch: Default::default(),
             span_lives: span_lives::SpanLives::default(),
             intervals: threads.stacks.started().then(SpanIntervals::default),
@@ -854,34 +851,23 @@ impl Writer {
                     anchors.push_now();
                 }
                 self.arrive(thread, seq, Arrival::Records { batch, until, bytes });
-                self.advance();
             }
-            // After any other message too: while it sat in the channel, the
-            // merge did not take the partial batches of the threads holding it
-            // back (it takes them only once the channel is empty), and those
-            // threads may be waiting for the room that only the merge can make.
-            Msg::Gap { thread, seq, from, until } => {
-                self.arrive(thread, seq, Arrival::Gap { from, until });
-                self.advance();
-            }
-            Msg::Lane(lane) => {
-                self.lane_slice(lane);
-                self.advance();
-            }
-            Msg::LaneReport(report) => {
-                feed(&mut self.sinks, &Event::LaneReport(&report));
-                self.advance();
-            }
-            Msg::Sample(sample) => {
-                feed(&mut self.sinks, &Event::ProcessSample(sample));
-                self.advance();
-            }
+            Msg::Gap { thread, seq, from, until } => self.arrive(thread, seq, Arrival::Gap { from, until }),
+            Msg::Lane(lane) => self.lane_slice(lane),
+            Msg::LaneReport(report) => feed(&mut self.sinks, &Event::LaneReport(&report)),
+            Msg::Sample(sample) => feed(&mut self.sinks, &Event::ProcessSample(sample)),
             Msg::Finish { end_rel, resources, stacks } => return Some((end_rel, resources, stacks)),
             Msg::Sync(done) => {
                 self.advance();
                 let _ = done.send(());
+                return None;
             }
         }
+        // After every message, not only a batch: while it sat in the channel,
+        // the merge did not take the partial batches of the threads holding it
+        // back (it takes them only once the channel is empty), and those
+        // threads may be waiting for the room that only the merge can make.
+        self.advance();
         None
     }
 
@@ -917,18 +903,18 @@ impl Writer {
         // No record's time is after the end, whichever clock stamped it.
         let last = self.thread_states.iter().flatten().map(|l| l.last_ns).max().unwrap_or(0);
         let end_ns = (self.threads.clock.base_mono_ns + end_rel).max(last);
+        let mut unclosed_spans = 0;
         for i in 0..self.thread_states.len() {
             let Some(state) = self.thread_states[i].as_mut() else { continue };
             let tid = state.tid;
             let open: Vec<OpenSlice> = state.stack.drain(..).rev().collect();
             for o in open {
-                self.unclosed += 1;
+                unclosed_spans += 1;
                 self.end_slice(tid, o, end_ns, true, None);
             }
         }
         self.span_lives.finish(&mut self.sinks, &self.spans, end_ns);
         let dropped = self.threads.handoff.dropped.load(Ordering::Relaxed);
-        let unclosed_spans = self.unclosed;
         let stacks = CpuStacks::new(stacks, self.intervals.take());
         for s in &mut self.sinks {
             s.call(|sink, out| sink.stacks(&stacks, out));
