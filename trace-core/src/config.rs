@@ -152,18 +152,12 @@ impl Config {
                 "is not a directory; expected a directory (created if missing) to write traces into",
             ));
         }
-        let filter = read(&lookup, var("FILTER"), ErrorKind::Filter, |text| {
+        let (filter, filter_text) = read(&lookup, var("FILTER"), ErrorKind::Filter, |text| {
             filter::parse(text).map_err(|why| {
                 format!("{why}; expected target=level directives, e.g. `info,cabin_resolver=debug`")
             })
-        })?;
-        let (filter, filter_text) = match filter {
-            Some(parsed) => (parsed.targets, parsed.canonical),
-            None => (
-                Targets::from_str(DEFAULT_FILTER).expect("the default filter parses"),
-                DEFAULT_FILTER.to_string(),
-            ),
-        };
+        })?
+        .unwrap_or_else(|| filter::parse(DEFAULT_FILTER).expect("the default filter parses"));
         let formats =
             read(&lookup, var("FORMAT"), ErrorKind::Format, |text| parse_formats(text, known_formats))?
                 .unwrap_or_else(|| default_formats.iter().map(|s| s.to_string()).collect());

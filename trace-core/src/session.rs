@@ -81,7 +81,6 @@ pub struct Session {
     command: String,
     finished: bool,
     partials: Vec<PathBuf>,
-    stem: String,
     usage_start: Usage,
     /// The capture's place with the sampler, when `<P>_TRACE_SAMPLE` is not `off` and its thread runs.
     sampler: Option<crate::sampler::Sampler>,
@@ -95,7 +94,7 @@ pub struct Session {
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("stem", &self.stem).finish_non_exhaustive()
+        f.debug_struct("Session").field("stem", &self.core.stem).finish_non_exhaustive()
     }
 }
 
@@ -239,7 +238,7 @@ impl Session {
             children: Default::default(),
             family: config.family().clone(),
             dir: config.dir().to_path_buf(),
-            stem: stem.clone(),
+            stem,
             cpu: config.cpu(),
         });
         let dispatch = dispatch(core.clone());
@@ -261,7 +260,6 @@ impl Session {
             command: command.to_string(),
             finished: false,
             partials,
-            stem,
             usage_start: Usage::now(),
             sampler,
             sampler_error,
@@ -277,7 +275,7 @@ impl Session {
 
     /// The stem of this capture's files.
     pub fn stem(&self) -> &str {
-        &self.stem
+        &self.core.stem
     }
 
     /// The capture's family: its trace id, and its parent when it has one.
@@ -330,7 +328,7 @@ impl Session {
 
     fn finish_inner(&mut self) -> Report {
         if std::mem::replace(&mut self.finished, true) {
-            return Report { stem: self.stem.clone(), ..Report::default() };
+            return Report { stem: self.core.stem.clone(), ..Report::default() };
         }
         // Its last sample comes before the end.
         if let Some(mut sampler) = self.sampler.take() {
@@ -386,7 +384,7 @@ impl Session {
             .collect();
         let handoff = &self.core.threads.handoff;
         Report {
-            stem: self.stem.clone(),
+            stem: self.core.stem.clone(),
             files,
             dropped_records: handoff.dropped.load(Ordering::Relaxed),
             unclosed_spans,
