@@ -4,6 +4,7 @@
 //! [`crate::layer`], a layer on the registry) only resolve span ids and
 //! callsites; what a `tracing` call turns into is decided here, once.
 
+use std::any::TypeId;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -183,6 +184,19 @@ impl Core {
 #[inline(never)]
 fn read_thread_cpu() -> Option<u64> {
     crate::os::thread_cpu_ns()
+}
+
+/// `downcast_raw` of a front-end, `this`, that records into `core`: the
+/// front-end itself, or the capture that [`crate::current`] and [`crate::bind`]
+/// look for.
+pub(crate) fn downcast_raw<T: 'static>(this: &T, core: &Arc<Core>, id: TypeId) -> Option<*const ()> {
+    if id == TypeId::of::<T>() {
+        Some(this as *const T as *const ())
+    } else if id == TypeId::of::<Arc<Core>>() {
+        Some(core as *const Arc<Core> as *const ())
+    } else {
+        None
+    }
 }
 
 /// Whether a capture with `filter` records spans and events of `meta`.

@@ -36,7 +36,7 @@ use tracing_subscriber::{Layer, Registry};
 
 use crate::buffer::{Slot, ThreadBuf};
 use crate::callsite_answers::{Answers, CallsiteAnswers};
-use crate::capture::{wants, Core, ROOT_TARGET};
+use crate::capture::{downcast_raw, wants, Core, ROOT_TARGET};
 use crate::layer::max_with_root;
 use crate::recent_spans::{RecentSpan, SpanInfo};
 
@@ -458,13 +458,7 @@ impl Subscriber for CaptureSubscriber {
     }
 
     unsafe fn downcast_raw(&self, id: TypeId) -> Option<*const ()> {
-        if id == TypeId::of::<Self>() {
-            Some(self as *const Self as *const ())
-        } else if id == TypeId::of::<Arc<Core>>() {
-            Some(&self.core as *const Arc<Core> as *const ())
-        } else {
-            None
-        }
+        downcast_raw(self, &self.core, id)
     }
 }
 
