@@ -19,8 +19,7 @@
 //! nanoseconds between its two reads, never a drift.
 //!
 //! Elsewhere (other processors, other systems, a kernel that does not trust the
-//! counter) the hot path reads `CLOCK_MONOTONIC` relative to the capture's
-//! start, as before.
+//! counter) the hot path reads `CLOCK_MONOTONIC` relative to the capture's start.
 
 use std::sync::OnceLock;
 
@@ -45,8 +44,9 @@ fn detect() -> bool {
     if max_extended < 0x8000_0007 || std::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) == 0 {
         return false;
     }
-    // The kernel keeps time with it, so it found the cores' counters in step.
-    os::kernel_keeps_time_with_the_counter()
+    // The kernel keeps time with it: it found the cores' counters in step.
+    std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        .is_ok_and(|source| source.trim() == "tsc")
 }
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]

@@ -124,16 +124,6 @@ pub fn startup_resolution_us() -> u64 {
     platform::startup_resolution_us()
 }
 
-/// Whether the kernel keeps time with the processor's time-stamp counter: the
-/// `tsc` clock source, which Linux keeps only when the cores' counters agree.
-/// Only Linux on x86-64 asks (see `clock`); elsewhere the hot path reads the
-/// monotonic clock.
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub(crate) fn kernel_keeps_time_with_the_counter() -> bool {
-    std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-        .is_ok_and(|source| source.trim() == "tsc")
-}
-
 /// Why some process figures are `None` on this platform, or `None` when every
 /// figure is read.
 pub fn missing() -> Option<&'static str> {

@@ -219,10 +219,9 @@ impl CpuStacks {
             let enclosing = stacks.enclosing_spans(&mut intervals.spans);
             let mut by_name: Vec<Vec<&trace_stacks::Sample>> = vec![Vec::new(); intervals.names.len()];
             for (sample, spans) in stacks.samples.iter().zip(&enclosing) {
-                let mut seen: Vec<u32> = Vec::with_capacity(spans.len());
-                for &name in spans {
-                    if !seen.contains(&name) {
-                        seen.push(name);
+                // Once per name, however deeply it nests.
+                for (k, &name) in spans.iter().enumerate() {
+                    if !spans[..k].contains(&name) {
                         by_name[name as usize].push(sample);
                     }
                 }
