@@ -121,7 +121,7 @@ pub fn parse_traceparent(text: &str) -> Result<(TraceId, [u8; 8]), String> {
     let [version, trace, span, flags] = parts[..] else {
         return Err(format!("has {} dash-separated parts, not 4", parts.len()));
     };
-    if version.len() != 2 || unhex::<1>(version).is_none() || version == "ff" {
+    if unhex::<1>(version).is_none() || version == "ff" {
         return Err(format!("the version {version:?} is not two hex digits other than ff"));
     }
     let trace = unhex::<16>(trace)
@@ -198,19 +198,14 @@ fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// `2 * N` lower-case hex digits, as the W3C trace context writes them.
 fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 2 * N {
+    if text.len() != 2 * N || !text.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
         return None;
     }
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
     let mut out = [0u8; N];
     for (i, o) in out.iter_mut().enumerate() {
-        *o = digit(bytes[2 * i])? << 4 | digit(bytes[2 * i + 1])?;
+        *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
     }
     Some(out)
 }
