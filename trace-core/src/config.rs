@@ -208,11 +208,9 @@ impl Config {
     }
 
     /// How many bytes of records may wait for the writer; 64 MiB unless set
-    /// with [`Config::with_memory_budget`]. A thread whose batch would pass it
-    /// waits for the writer to make room (counted in
-    /// [`crate::Report::waited_ns`]); only a writer that makes no room within a
-    /// second makes the capture drop batches (counted in
-    /// [`crate::Report::dropped_records`]) from then on.
+    /// with [`Config::with_memory_budget`]. Past it a thread waits for the
+    /// writer ([`crate::Report::waited_ns`]); only a writer that makes no room
+    /// within a second has batches dropped ([`crate::Report::dropped_records`]).
     pub fn memory_budget(&self) -> usize {
         self.memory_budget
     }

@@ -300,14 +300,11 @@ impl Session {
     }
 
     /// Hands the calling thread's buffered records to the writer and waits (up
-    /// to a second) until the writer has processed everything sent so far.
-    ///
-    /// Not needed for correctness: [`Session::finish`] collects every thread's
-    /// records. It bounds how much is held in memory, and lets a test observe
-    /// a steady state. It starts the writer thread if it has not started, and
-    /// returns at once if the system refuses to start it (the records then
-    /// wait for the finish, as many as the channel holds; the rest are
-    /// dropped and counted).
+    /// to a second) until the writer has processed everything sent so far,
+    /// starting the writer thread if needed (at once back if the system
+    /// refuses it). Not needed for correctness ([`Session::finish`] collects
+    /// every thread's records): it bounds what is held in memory, and lets a
+    /// test observe a steady state.
     pub fn flush(&self) {
         self.core.threads.flush_local();
         // A writer thread that could not start answers nothing: do not wait for it.
@@ -423,11 +420,9 @@ pub struct Report {
     /// not written. Records arriving after [`Session::finish`] returned are
     /// not counted anywhere.
     pub late_records: u64,
-    /// Nanoseconds the command's threads spent waiting for the trace writer,
-    /// all together: past the memory budget a thread waits for the writer to
-    /// make room rather than drop records ([`crate::Config::with_memory_budget`]).
-    /// Time the command took longer because of the capture; 0 when the writer
-    /// kept up.
+    /// Nanoseconds the command's threads spent, all together, waiting for the
+    /// trace writer to make room under the memory budget
+    /// ([`crate::Config::with_memory_budget`]); 0 when the writer kept up.
     pub waited_ns: u64,
     /// Why the sampler of memory and CPU (`<P>_TRACE_SAMPLE`) could not
     /// start its thread: the trace then has no such counters. `None` when it
@@ -598,14 +593,10 @@ impl Handle {
         self.send(Msg::LaneReport(report));
     }
 
-    /// Sends `msg` to the writer. Never blocks.
-    ///
-    /// A few messages wait in the channel for the finish, which processes
-    /// them on the finishing thread when no batch has started the writer
-    /// thread: a short command that runs one child sends two, and starting
-    /// the thread for them (and joining it at the finish) costs more than
-    /// handling them. From [`LANE_BACKLOG`] waiting messages on, the writer
-    /// thread is started (if it cannot be, the finish still takes them).
+    /// Sends `msg` to the writer. Never blocks. A short command that runs one
+    /// child sends two messages, which cost the finish less than starting
+    /// the writer thread for them: only from [`LANE_BACKLOG`] waiting messages
+    /// on is the thread started (if it cannot be, the finish takes them).
     fn send(&self, msg: Msg) {
         let tx = &self.core.threads.handoff.tx;
         if tx.len() >= LANE_BACKLOG {
