@@ -117,9 +117,9 @@ impl CaptureSubscriber {
     /// The inner dispatcher and the span's id there, if it has the span.
     #[inline]
     fn inner_of(&self, info: Option<SpanInfo>) -> Option<(&Dispatch, Id)> {
-        let inner = info.map_or(0, |i| i.inner);
-        let d = self.inner.as_ref().filter(|_| inner != 0)?;
-        Some((d, Id::from_u64(inner)))
+        let d = self.inner.as_ref()?;
+        let inner = info?.inner;
+        (inner != 0).then(|| (d, Id::from_u64(inner)))
     }
 
     /// A new id from the thread's own count, its span in the thread's ring.
@@ -167,16 +167,20 @@ impl CaptureSubscriber {
     #[inline]
     fn own_entry(own: Option<&ThreadBuf>, id: u64) -> Option<&RecentSpan> {
         let own = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1)?;
-        Some(own.recent_spans.entry(id)).filter(|e| e.id.load(Ordering::Relaxed) == id)
+        let e = own.recent_spans.entry(id);
+        (e.id.load(Ordering::Relaxed) == id).then_some(e)
     }
 
     /// What is known of span `id`; `own` is the calling thread's buffer.
     #[inline]
     fn info_of(&self, own: Option<&ThreadBuf>, id: u64) -> Option<SpanInfo> {
-        match Self::own_entry(own, id) {
-            Some(e) => Some(e.own_info()),
-            None => self.info_elsewhere(id),
+        if let Some(own) = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1) {
+            let e = own.recent_spans.entry(id);
+            if e.id.load(Ordering::Relaxed) == id {
+                return Some(e.own_info());
+            }
         }
+        self.info_elsewhere(id)
     }
 
     /// The rare path of [`CaptureSubscriber::info_of`]: another thread's span,
