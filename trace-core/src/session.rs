@@ -356,7 +356,7 @@ impl Session {
             Ended::Gone => None,
         };
         let unclosed_spans = outcome.as_ref().map_or(0, |o| o.unclosed_spans);
-        let files = outcome.map(|o: Outcome| o.files).unwrap_or_else(|| {
+        let mut files = outcome.map(|o: Outcome| o.files).unwrap_or_else(|| {
             self.partials
                 .iter()
                 .map(|p| FileStatus {
@@ -367,18 +367,12 @@ impl Session {
                 })
                 .collect()
         });
-        let files = files
-            .into_iter()
-            .map(|mut f| {
-                if f.complete {
-                    if let Err(e) = fs::rename(partial_path(&f.path), &f.path) {
-                        f.complete = false;
-                        f.error = Some(format!("renaming it from {PARTIAL_SUFFIX} failed: {e}"));
-                    }
-                }
-                f
-            })
-            .collect();
+        for f in files.iter_mut().filter(|f| f.complete) {
+            if let Err(e) = fs::rename(partial_path(&f.path), &f.path) {
+                f.complete = false;
+                f.error = Some(format!("renaming it from {PARTIAL_SUFFIX} failed: {e}"));
+            }
+        }
         let handoff = &self.core.threads.handoff;
         Report {
             stem: self.core.stem.clone(),
