@@ -345,12 +345,6 @@ impl ThreadBuf {
             }
         }
     }
-
-    /// [`steal_all`] for this buffer alone.
-    #[cfg(test)]
-    pub(crate) fn steal(&self, clock: &CaptureClock, fresh: impl FnOnce() -> Batch) -> Option<Taken> {
-        take_partial(self.claim(), clock.now(), fresh)
-    }
 }
 
 /// What [`steal_all`] takes from one buffer, under its claim: `until` is a stamp
