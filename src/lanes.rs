@@ -51,7 +51,7 @@ pub fn wait_child(child: Child) -> io::Result<ExitStatus> {
 }
 
 fn wait_and_report(child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
-    let (status, usage) = trace_core::os::wait_child(child)?;
+    let (status, usage) = crate::child::wait_with_usage(child)?;
     if let (Some(h), Some(u)) = (trace_core::current(), usage) {
         h.child_exited(&u);
     }
@@ -266,13 +266,13 @@ fn run_on_lane(cmd: &mut Command, lane: &str, name: &str) -> io::Result<Output> 
 }
 
 /// `cmd.output()`, waiting with [`wait_and_report`] so that the child's usage
-/// is read. Both pipes are read to their end (`trace_core::os::read_pipes`:
+/// is read. Both pipes are read to their end (`child::read_pipes`:
 /// a child filling one pipe never blocks on the other), and the child is
 /// waited for even when reading fails.
 fn output_with_usage(cmd: &mut Command) -> io::Result<(Output, Option<ChildUsage>)> {
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn()?;
-    let (stdout, stderr) = trace_core::os::read_pipes(child.stdout.take(), child.stderr.take());
+    let (stdout, stderr) = crate::child::read_pipes(child.stdout.take(), child.stderr.take());
     let (status, usage) = wait_and_report(child)?;
     Ok((Output { status, stdout: stdout?, stderr: stderr? }, usage))
 }

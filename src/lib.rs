@@ -122,6 +122,8 @@
 
 #![deny(missing_docs)]
 
+mod child;
+mod folded_stacks;
 mod lanes;
 
 /// The README's code, compiled and run as a doctest.
@@ -279,7 +281,7 @@ impl Capture {
         }
         // Only when asked for (`<P>_TRACE_STACKS`): folded stacks for flame graphs.
         if config.stacks().is_some() {
-            sinks.push(Box::new(trace_core::FoldedStacksSink));
+            sinks.push(Box::new(folded_stacks::FoldedStacksSink));
         }
         // The summary goes last: it reports whether the others' files are complete.
         sinks.push(Box::new(trace_summary::SummarySink::new()));

@@ -8,20 +8,19 @@
 //! Every batch carries a sequence number per thread and an `until` stamp: every
 //! record of that thread stamped before `until` is in this batch or an earlier
 //! one. The writer may also take threads' partial batches itself
-//! ([`steal_all`]) when it needs to know how far those threads have got, and
-//! takes every remainder at the finish ([`close_all`]). A record is stamped
-//! while its buffer is claimed, so whatever the writer takes under the claim is
-//! every record stamped before the moment it took it.
+//! ([`steal_all`]) to learn how far they have got, and takes every remainder
+//! at the finish ([`close_all`]). A record is stamped while its buffer is
+//! claimed, so what the writer takes under the claim is every record stamped
+//! before it took it.
 //!
 //! The channel holds batches up to a memory budget. A thread whose full batch
 //! would pass it waits, with its buffer released, for the writer to make room
-//! ([`Handoff::wait_for_room`]): the command slows down to the writer's pace
-//! instead of losing records. Only when the writer makes no room within
-//! [`MAX_WAIT`] (it is stuck, e.g. on a disk that does not answer), or could
-//! not be started, is a batch dropped, counted, and replaced by a [`Msg::Gap`] that
-//! tells the writer which records of which thread are missing; after such a
-//! timeout the capture drops rather than waits, so that a stuck writer costs
-//! the command one wait, not one per batch.
+//! ([`Handoff::wait_for_room`]): the command slows to the writer's pace instead
+//! of losing records. Only a writer that makes no room within [`MAX_WAIT`] (a
+//! disk that does not answer), or could not start, has a batch dropped,
+//! counted and replaced by a [`Msg::Gap`]; after such a timeout the capture
+//! drops rather than waits, so that a stuck writer costs one wait, not one per
+//! batch.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -235,13 +234,8 @@ impl Handoff {
     }
 
     /// Sends `local`'s batch, whose `bytes` are counted against the budget,
-    /// leaving it a [`Handoff::fresh_batch`].
-    fn send_reserved(&self, index: u32, local: &mut ThreadRecords, bytes: usize) {
-        self.send_reserved_with(index, local, bytes, self.fresh_batch());
-    }
-
-    /// [`Handoff::send_reserved`], leaving `local` the batch `next`.
-    fn send_reserved_with(&self, index: u32, local: &mut ThreadRecords, bytes: usize, next: Batch) {
+    /// leaving it the batch `next`.
+    fn send_reserved(&self, index: u32, local: &mut ThreadRecords, bytes: usize, next: Batch) {
         let seq = local.next_seq();
         let until = local.last_ts;
         let n = local.batch.raws.len() as u64;
@@ -304,13 +298,6 @@ impl ThreadRecords {
         self.seq += 1;
         s
     }
-
-    /// A stamp read now, remembered as the thread's latest.
-    #[inline(always)]
-    pub(crate) fn stamp(&mut self, clock: &CaptureClock) -> u64 {
-        self.last_ts = clock.now();
-        self.last_ts
-    }
 }
 
 /// What the writer took from a buffer: the batch's sequence number, its
@@ -322,19 +309,6 @@ pub(crate) struct Taken {
 }
 
 impl ThreadBuf {
-    fn new_shared(index: u32, tid: Tid, name: String, batch: Batch, registered: u64) -> Arc<ThreadBuf> {
-        Arc::new(ThreadBuf {
-            index,
-            tid,
-            name,
-            registered,
-            busy: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-            records: UnsafeCell::new(ThreadRecords { batch, closed: false, last_ts: registered, seq: 0 }),
-            recent_spans: RecentSpans::new(),
-        })
-    }
-
     /// Exclusive access to the buffer, unless another party has it.
     #[inline]
     pub(crate) fn try_claim(&self) -> Option<Claim<'_>> {
@@ -355,6 +329,7 @@ impl ThreadBuf {
         self.claim_slow()
     }
 
+    /// [`ThreadBuf::claim`] while the other party holds the buffer.
     #[cold]
     fn claim_slow(&self) -> Claim<'_> {
         let mut spins = 0u32;
@@ -362,14 +337,13 @@ impl ThreadBuf {
             if let Some(c) = self.try_claim() {
                 return c;
             }
-            back_off(&mut spins);
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
-    }
-
-    /// [`steal_all`] for this buffer alone.
-    #[cfg(test)]
-    pub(crate) fn steal(&self, clock: &CaptureClock, fresh: impl FnOnce() -> Batch) -> Option<Taken> {
-        take_partial(self.claim(), clock.now(), fresh)
     }
 }
 
@@ -396,48 +370,31 @@ fn take_last(mut local: Claim<'_>) -> Taken {
 
 /// The writer takes the partial batches of `bufs` (or only learns, of an
 /// empty one, that nothing was stamped before now), giving each `fresh`.
+///
+/// Every taker (this steal, the finish) claims the buffers in the order of the
+/// capture's list, so two takers never wait for each other in a circle.
 pub(crate) fn steal_all(
     bufs: &[Arc<ThreadBuf>],
     clock: &CaptureClock,
     mut fresh: impl FnMut() -> Batch,
 ) -> Vec<Option<Taken>> {
-    let bufs: Vec<&ThreadBuf> = bufs.iter().map(|b| &**b).collect();
-    let claims = claims_to_take(&bufs);
+    let claims: Vec<Claim<'_>> = bufs.iter().map(|b| b.claim()).collect();
     // One reading under every claim: the threads taken together are known
     // up to the same stamp, so none holds the merge back before the others.
     let until = clock.now();
     claims.into_iter().map(|c| take_partial(c, until, &mut fresh)).collect()
 }
 
-/// The finish takes the last records of `bufs`, which record nothing more.
+/// The finish takes the last records of `bufs`, which record nothing more;
+/// claimed in order, as [`steal_all`] does.
 pub(crate) fn close_all(bufs: &[Arc<ThreadBuf>]) -> Vec<Taken> {
-    let bufs: Vec<&ThreadBuf> = bufs.iter().map(|b| &**b).collect();
-    claims_to_take(&bufs).into_iter().map(take_last).collect()
-}
-
-/// Exclusive access to each of `bufs`, in their order, for a party other
-/// than their threads (the writer's steal, the finish), waiting for each
-/// thread to be done with its record. Every taker claims the buffers in the
-/// order of the capture's list, so two takers never wait for each other in a
-/// circle.
-fn claims_to_take<'a>(bufs: &[&'a ThreadBuf]) -> Vec<Claim<'a>> {
-    bufs.iter().map(|b| b.claim()).collect()
+    let claims: Vec<Claim<'_>> = bufs.iter().map(|b| b.claim()).collect();
+    claims.into_iter().map(take_last).collect()
 }
 
 /// Exclusive access to a [`ThreadBuf`]'s records; released when dropped.
 pub(crate) struct Claim<'a> {
     buf: &'a ThreadBuf,
-}
-
-/// One step of a wait for a claim held by another party, which holds it
-/// only to append one record or to swap one batch.
-fn back_off(spins: &mut u32) {
-    *spins += 1;
-    if *spins < 64 {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
-    }
 }
 
 impl std::ops::Deref for Claim<'_> {
@@ -506,7 +463,17 @@ impl Threads {
         // Under the lock: a writer that has seen the list knows this thread
         // records nothing stamped before it registered.
         let registered = self.clock.now();
-        let buf = ThreadBuf::new_shared(list.len() as u32, tid, name, self.handoff.first_batch(), registered);
+        let batch = self.handoff.first_batch();
+        let buf = Arc::new(ThreadBuf {
+            index: list.len() as u32,
+            tid,
+            name,
+            registered,
+            busy: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            records: UnsafeCell::new(ThreadRecords { batch, closed: false, last_ts: registered, seq: 0 }),
+            recent_spans: RecentSpans::new(),
+        });
         // Every thread that records into the capture has its CPU stacks
         // sampled, when they are on.
         self.stacks.add_thread(tid);
@@ -578,12 +545,15 @@ impl Threads {
         if local.closed {
             return Filled::Closed;
         }
-        let ts = if stamp { local.stamp(&self.clock) } else { local.last_ts };
+        if stamp {
+            local.last_ts = self.clock.now();
+        }
+        let ts = local.last_ts;
         fill(&mut local.batch, ts);
         if local.batch.is_full() {
             let (handoff, bytes) = (&self.handoff, local.batch.bytes());
             if handoff.try_reserve(bytes) {
-                handoff.send_reserved(buf.index, &mut local, bytes);
+                handoff.send_reserved(buf.index, &mut local, bytes, handoff.fresh_batch());
             } else if handoff.can_wait() {
                 drop(local);
                 return self.hand_over_after_waiting(buf);
@@ -624,7 +594,7 @@ impl Threads {
             let bytes = local.batch.bytes();
             // Other threads may have taken the room first: reserve it, or wait again.
             if handoff.try_reserve(bytes) {
-                handoff.send_reserved_with(buf.index, &mut local, bytes, next(handoff));
+                handoff.send_reserved(buf.index, &mut local, bytes, next(handoff));
                 return;
             }
             if !handoff.can_wait() {

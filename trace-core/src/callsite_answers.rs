@@ -2,28 +2,25 @@
 //! filter wants it, and whether the tool's own dispatcher never enables it.
 //!
 //! Both are answered when `tracing` registers a call site with the
-//! subscriber: for every call site when the subscriber is made, and again
-//! whenever interest is rebuilt (a reloaded filter). Kept here, they save the
-//! calls that follow:
+//! subscriber (when it is made, and whenever interest is rebuilt, as a
+//! reloaded filter does), and kept here for the calls that follow:
 //!
-//! - The capture's filter (`Targets`) is asked again by `tracing` for each span and event of a call site whose interest
-//!   differs between dispatchers (the capture wants it, another dispatcher
-//!   does not), and by the subscriber for each span it may forward. The
-//!   filter never changes during a capture, so its answer can be kept.
-//! - Asking the tool's dispatcher `enabled` is not enough to know it wants a
-//!   span: a `tracing-subscriber` registry whose layers all have per-layer
-//!   filters answers `true` even when every filter said no, because it
-//!   disables such call sites through their interest (and its level hint)
-//!   instead. A span forwarded to it then is made in the registry's slab,
-//!   entered, exited and closed there for no layer at all: in cabin's set-up
-//!   (an `fmt` layer at WARN) more work on the calling thread than the
-//!   capture itself (docs/performance.md). A call site whose interest from
+//! - `tracing` asks the capture's filter (`Targets`, which never changes
+//!   during a capture) again for every span and event of a call site whose
+//!   interest differs between dispatchers, and the subscriber asks it for
+//!   each span it may forward.
+//! - A `tracing-subscriber` registry whose layers all have per-layer filters
+//!   answers `enabled` with `true` even when every filter said no (it
+//!   disables such call sites through their interest instead). A span
+//!   forwarded to it is then made, entered and closed in its slab for no
+//!   layer: in cabin's set-up (an `fmt` layer at WARN), more work on the
+//!   calling thread than the capture itself. A call site whose interest from
 //!   the tool's dispatcher is `never` is not forwarded to it.
 //!
-//! A call site the table has no room for, or one whose metadata the
-//! subscriber is given at another address (`tracing-log`'s records), is
-//! answered by the filter and by `enabled`, as before: a miss costs time,
-//! never a line of the tool's output nor a span of the capture.
+//! A call site the table has no room for, or whose metadata the subscriber is
+//! given at another address (`tracing-log`'s records), is answered by the
+//! filter and by `enabled`: a miss costs time, never a line of the tool's
+//! output nor a span of the capture.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -4,6 +4,7 @@
 //! [`crate::layer`], a layer on the registry) only resolve span ids and
 //! callsites; what a `tracing` call turns into is decided here, once.
 
+use std::any::TypeId;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,15 +13,13 @@ use tracing_core::field::Visit;
 use tracing_core::Metadata;
 
 use crate::buffer::{Filled, ThreadBuf, Threads};
-use crate::record::{Batch, Kind};
+use crate::record::{Batch, Kind, Meta};
 use crate::writer::WriterCell;
 
 /// The target of the span a capture wraps its command in (`command`, with the
 /// command's name as a field). A capture records it whatever its filter, and
 /// never shows it to the tool's own subscriber or layers.
 pub const ROOT_TARGET: &str = "cabin_trace";
-
-type Meta = &'static Metadata<'static>;
 
 /// Numbers the flows of [`crate::bind`], for every capture of the process.
 pub(crate) static FLOWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -179,18 +178,25 @@ impl Core {
     pub(crate) fn event(&self, buf: Option<&ThreadBuf>, meta: Meta, values: impl FnOnce(&mut dyn Visit)) {
         let _ = self.record(buf, true, |b, ts| b.push_fields(Kind::Event, 0, ts, Some(meta), values));
     }
-
-    /// Nanoseconds since the capture's start.
-    #[inline]
-    pub(crate) fn rel_now(&self) -> u64 {
-        self.threads.clock.rel_now()
-    }
 }
 
 /// The thread CPU clock, out of the record path's line.
 #[inline(never)]
 fn read_thread_cpu() -> Option<u64> {
     crate::os::thread_cpu_ns()
+}
+
+/// `downcast_raw` of a front-end, `this`, that records into `core`: the
+/// front-end itself, or the capture that [`crate::current`] and [`crate::bind`]
+/// look for.
+pub(crate) fn downcast_raw<T: 'static>(this: &T, core: &Arc<Core>, id: TypeId) -> Option<*const ()> {
+    if id == TypeId::of::<T>() {
+        Some(this as *const T as *const ())
+    } else if id == TypeId::of::<Arc<Core>>() {
+        Some(core as *const Arc<Core> as *const ())
+    } else {
+        None
+    }
 }
 
 /// Whether a capture with `filter` records spans and events of `meta`.

@@ -17,6 +17,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::ffi::OsStr;
+use std::fmt::Write as _;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,7 +121,7 @@ pub fn parse_traceparent(text: &str) -> Result<(TraceId, [u8; 8]), String> {
     let [version, trace, span, flags] = parts[..] else {
         return Err(format!("has {} dash-separated parts, not 4", parts.len()));
     };
-    if version.len() != 2 || unhex::<1>(version).is_none() || version == "ff" {
+    if unhex::<1>(version).is_none() || version == "ff" {
         return Err(format!("the version {version:?} is not two hex digits other than ff"));
     }
     let trace = unhex::<16>(trace)
@@ -190,30 +191,21 @@ fn fresh_trace_id() -> TraceId {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    // By hand: a `format!` per byte is sixteen allocations for a trace id, at
-    // every capture's start.
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(2 * bytes.len());
     for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        let _ = write!(s, "{b:02x}");
     }
     s
 }
 
+/// `2 * N` lower-case hex digits, as the W3C trace context writes them.
 fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 2 * N {
+    if text.len() != 2 * N || !text.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
         return None;
     }
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
     let mut out = [0u8; N];
     for (i, o) in out.iter_mut().enumerate() {
-        *o = digit(bytes[2 * i])? << 4 | digit(bytes[2 * i + 1])?;
+        *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
     }
     Some(out)
 }

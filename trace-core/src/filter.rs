@@ -19,16 +19,10 @@ use tracing_subscriber::filter::Targets;
 /// The level names a directive may use, most verbose last.
 pub(crate) const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
 
-/// A filter's validated, canonical text and the `Targets` read from it.
-#[derive(Clone, Debug)]
-pub(crate) struct Parsed {
-    pub canonical: String,
-    pub targets: Targets,
-}
-
-/// Parses `text`; the error says what was wrong, for the caller to wrap with
+/// Parses `text` into the `Targets` of its validated directives and their
+/// canonical text; the error says what was wrong, for the caller to wrap with
 /// the variable's name and value.
-pub(crate) fn parse(text: &str) -> Result<Parsed, String> {
+pub(crate) fn parse(text: &str) -> Result<(Targets, String), String> {
     let mut directives: Vec<String> = Vec::new();
     for item in text.split(',').map(str::trim).filter(|d| !d.is_empty()) {
         directives.push(directive(item)?);
@@ -38,7 +32,7 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, String> {
     }
     let canonical = directives.join(",");
     let targets = Targets::from_str(&canonical).map_err(|e| format!("does not parse ({e})"))?;
-    Ok(Parsed { canonical, targets })
+    Ok((targets, canonical))
 }
 
 /// One directive, canonically.
@@ -161,7 +155,7 @@ mod tests {
             ("INFO , my_crate::sub = TRACE", "info,my_crate::sub=trace"),
             ("off", "off"),
         ] {
-            assert_eq!(parse(given).unwrap().canonical, canonical, "{given:?}");
+            assert_eq!(parse(given).unwrap().1, canonical, "{given:?}");
         }
     }
 

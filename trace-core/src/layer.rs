@@ -14,7 +14,7 @@ use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-use crate::capture::{wants, Core, ROOT_TARGET};
+use crate::capture::{downcast_raw, wants, Core, ROOT_TARGET};
 
 /// The capture's recording as a `tracing` layer on the registry
 /// ([`crate::Session::start_with_layer`] composes it); also the type through
@@ -69,13 +69,7 @@ where
     }
 
     unsafe fn downcast_raw(&self, id: TypeId) -> Option<*const ()> {
-        if id == TypeId::of::<Self>() {
-            Some(self as *const Self as *const ())
-        } else if id == TypeId::of::<Arc<Core>>() {
-            Some(&self.core as *const Arc<Core> as *const ())
-        } else {
-            None
-        }
+        downcast_raw(self, &self.core, id)
     }
 }
 

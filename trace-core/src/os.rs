@@ -11,7 +11,6 @@
 //! | image start ([`startup_us`]) | an `.init_array` constructor | a `__mod_init_func` constructor | not read |
 //! | process CPU ([`Usage`]) | `getrusage` | `getrusage` | not read |
 //! | the tool's peak memory | since the exec: `getrusage`, or `VmHWM` of `/proc/self/status` | `getrusage`: since the exec, or since process creation | not read |
-//! | a child's CPU and peak ([`wait_child`]) | `wait4` | `wait4` | not read |
 //! | the calling thread's CPU time ([`thread_cpu_ns`]) | `CLOCK_THREAD_CPUTIME_ID` | `CLOCK_THREAD_CPUTIME_ID` | `GetThreadTimes` |
 //! | resident memory now ([`ProcessSampler`]) | `/proc/self/statm`, kept open | `task_info(MACH_TASK_BASIC_INFO)` | `K32GetProcessMemoryInfo` |
 //! | process CPU now ([`ProcessSampler`]) | `CLOCK_PROCESS_CPUTIME_ID` | `CLOCK_PROCESS_CPUTIME_ID` | `GetProcessTimes` |
@@ -22,11 +21,10 @@
 //! carries what it did before the exec in its `getrusage` totals: its CPU, the
 //! peak of its children (rustc), and, on Linux, its own peak memory. So every
 //! CPU figure here is a difference of two readings taken inside the tool's
-//! image, a child's peak comes only from the children [`wait_child`] waited
-//! for, and the tool's own peak is read where the kernel resets it at an exec.
+//! image, a child's peak comes only from the children whose wait reported it
+//! ([`crate::Handle::child_exited`]), and the tool's own peak is read where
+//! the kernel resets it at an exec.
 
-use std::io;
-use std::process::{Child, ChildStderr, ChildStdout, ExitStatus};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -126,23 +124,14 @@ pub fn startup_resolution_us() -> u64 {
     platform::startup_resolution_us()
 }
 
-/// Whether the kernel keeps time with the processor's time-stamp counter: the
-/// `tsc` clock source, which Linux keeps only when the cores' counters agree.
-/// Only Linux on x86-64 asks (see `clock`); elsewhere the hot path reads the
-/// monotonic clock.
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub(crate) fn kernel_keeps_time_with_the_counter() -> bool {
-    std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-        .is_ok_and(|source| source.trim() == "tsc")
-}
-
 /// Why some process figures are `None` on this platform, or `None` when every
 /// figure is read.
 pub fn missing() -> Option<&'static str> {
     platform::MISSING
 }
 
-/// What one child process used, as its wait reported it.
+/// What one child process used, as its wait reported it
+/// ([`crate::Handle::child_exited`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ChildUsage {
     /// User CPU time of the child (and of the children it waited for), in microseconds.
@@ -152,31 +141,6 @@ pub struct ChildUsage {
     /// Peak resident set of the child, or of the largest of the children it
     /// waited for, in KiB.
     pub max_rss_kib: u64,
-}
-
-/// Waits for `child` to exit, and reads what it used: `wait4` on Unix; on
-/// Windows a plain wait, and no usage.
-///
-/// The child is consumed: once waited for this way, `std` could not wait for it
-/// again. Interrupted waits are retried.
-pub fn wait_child(child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
-    platform::wait_child(child)
-}
-
-/// Reads a child's `stdout` and `stderr` pipes to their ends, never letting
-/// a child that fills one pipe block on the other: on Unix both on the
-/// calling thread, with `poll`, as `Command::output` does; on Windows
-/// `stderr` on a thread of its own.
-///
-/// On Unix no thread is started: a thread for each child would cost the
-/// command its start and, at its end, a wake-up of the other processor to
-/// join it. Each pipe's result comes apart, so
-/// that the caller can still wait for the child when reading one failed.
-pub fn read_pipes(
-    stdout: Option<ChildStdout>,
-    stderr: Option<ChildStderr>,
-) -> (io::Result<Vec<u8>>, io::Result<Vec<u8>>) {
-    platform::read_pipes(stdout, stderr)
 }
 
 /// The children one capture waited for (see [`crate::Handle::child_exited`]):
@@ -276,7 +240,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn child_totals_sum_cpu_and_keep_the_largest_peak() {
+    fn child_totals_sum_cpu_and_keep_the_largest_peak_and_no_child_means_no_peak() {
+        let none = Usage::now().since(&Usage::now(), &ChildTotals::default());
+        assert_eq!(none.largest_child_max_rss_kib, None);
+        assert_eq!(none.waited_children, missing().is_none().then_some(0));
         let totals = ChildTotals::default();
         totals.add(&ChildUsage { user_us: 10, system_us: 1, max_rss_kib: 300 });
         totals.add(&ChildUsage { user_us: 5, system_us: 2, max_rss_kib: 900 });
@@ -289,13 +256,6 @@ mod tests {
         assert_eq!(r.waited_children, Some(3));
         assert_eq!((r.waited_children_user_us, r.waited_children_system_us), (Some(16), Some(3)));
         assert_eq!(r.largest_child_max_rss_kib, Some(900), "a peak is the largest, never a sum");
-    }
-
-    #[test]
-    fn with_no_child_waited_for_there_is_no_child_peak() {
-        let r = Usage::now().since(&Usage::now(), &ChildTotals::default());
-        assert_eq!(r.largest_child_max_rss_kib, None);
-        assert_eq!(r.waited_children, missing().is_none().then_some(0));
     }
 
     /// Burns CPU on the calling thread for about `ms` milliseconds of wall time.

@@ -6,10 +6,10 @@ use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use tracing_core::Metadata;
 
+use crate::record::Meta;
+
 /// Entries in a thread's ring of recent spans (a power of two).
 pub(crate) const RECENT_SPANS: usize = 256;
-
-pub(crate) type Meta = &'static Metadata<'static>;
 
 /// What the subscriber knows of one open span.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

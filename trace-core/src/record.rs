@@ -18,6 +18,9 @@ use tracing_core::Metadata;
 
 use crate::clock::{self, Anchor};
 
+/// A `tracing` call site's metadata: it lives as long as the program.
+pub(crate) type Meta = &'static Metadata<'static>;
+
 /// Records per batch before it is handed to the writer.
 pub(crate) const BATCH_RECORDS: usize = 1024;
 /// Records a [`Batch::small`] has room for before it grows.
@@ -64,7 +67,7 @@ pub(crate) struct Raw {
     pub kind: Kind,
     pub id: u64,
     pub ts: u64,
-    pub meta: Option<&'static Metadata<'static>>,
+    pub meta: Option<Meta>,
     pub fields_start: u32,
     pub fields_len: u32,
 }
@@ -180,13 +183,7 @@ impl Batch {
     /// ([`Kind::NewEnter`]): one record instead of two, and the writer knows
     /// that the span was not entered before.
     #[inline]
-    pub(crate) fn push_enter(
-        &mut self,
-        id: u64,
-        ts: u64,
-        meta: Option<&'static Metadata<'static>>,
-        cpu_ns: Option<u64>,
-    ) {
+    pub(crate) fn push_enter(&mut self, id: u64, ts: u64, meta: Option<Meta>, cpu_ns: Option<u64>) {
         if let Some(last) = self.raws.last_mut().filter(|r| r.kind == Kind::NewSpan && r.id == id) {
             // Nothing was stored after the creation: its fields are the last values.
             last.ts = ts;
@@ -217,7 +214,7 @@ impl Batch {
 
     /// Appends a record without fields.
     #[inline]
-    pub(crate) fn push(&mut self, kind: Kind, id: u64, ts: u64, meta: Option<&'static Metadata<'static>>) {
+    pub(crate) fn push(&mut self, kind: Kind, id: u64, ts: u64, meta: Option<Meta>) {
         self.raws.push(Raw { kind, id, ts, meta, fields_start: 0, fields_len: 0 });
     }
 
@@ -225,14 +222,7 @@ impl Batch {
     /// plus one so that 0 says none was read (a new thread's clock can read 0
     /// where it is coarse).
     #[inline]
-    pub(crate) fn push_cpu(
-        &mut self,
-        kind: Kind,
-        id: u64,
-        ts: u64,
-        meta: Option<&'static Metadata<'static>>,
-        cpu_ns: Option<u64>,
-    ) {
+    pub(crate) fn push_cpu(&mut self, kind: Kind, id: u64, ts: u64, meta: Option<Meta>, cpu_ns: Option<u64>) {
         debug_assert!(matches!(kind, Kind::Enter | Kind::Exit));
         let ns = cpu_ns.map_or(0, |ns| ns.saturating_add(1));
         self.raws.push(Raw { kind, id, ts, meta, fields_start: ns as u32, fields_len: (ns >> 32) as u32 });
@@ -253,7 +243,7 @@ impl Batch {
         kind: Kind,
         id: u64,
         ts: u64,
-        meta: Option<&'static Metadata<'static>>,
+        meta: Option<Meta>,
         record: impl FnOnce(&mut dyn Visit),
     ) {
         let start = self.values.len();

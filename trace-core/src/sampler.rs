@@ -1,31 +1,21 @@
 //! The captures' sampler: one thread for the whole process that reads its
 //! resident memory and CPU time every `<P>_TRACE_SAMPLE` interval of each
-//! running capture and hands each reading to that capture's writer as a
-//! [`Msg::Sample`].
+//! running capture and sends each reading to that capture's writer as a
+//! [`Msg::Sample`], on a fixed grid from the capture's start.
 //!
 //! A capture takes its first sample itself when it starts and its last when
 //! it stops, so a command shorter than one interval never waits for the
-//! thread, and every sample comes before the finish. Between the two, the
-//! thread samples on a fixed grid from the capture's start (a slow reading
-//! does not shift the later ones). The thread is started by the first
-//! capture that samples, and it ends when the last running capture stops:
-//! the stop wakes it, and it returns while the finish is still writing the
-//! files. A thread still alive, even asleep, when the process exits delays
-//! the command's exit (the exit has to wake it on another processor and wait
-//! for it); one that ends at the stop is gone by then. A later capture
-//! starts the thread again. It never blocks the command: sending into a
-//! writer's channel does not wait.
+//! thread, and every sample comes before the finish. The first capture that
+//! samples starts the thread, and it ends when the last running capture
+//! stops: a thread still alive when the process exits delays the exit (it has
+//! to be woken on another processor), one that ended at the stop does not.
+//! It never blocks the command: sending into a writer's channel never waits.
 //!
-//! The first capture to sample puts itself in the list before it starts the
-//! thread, so the thread finds it there and sleeps once, until the first
-//! sample is due, instead of parking until the capture wakes it.
-//!
-//! `running` says whether a thread is alive to serve the list. It is set
-//! before the thread is spawned and cleared by the thread itself, under the
-//! list's lock, when it finds the list empty and ends; a capture reads it
-//! after putting itself in the list under that lock. So either the ending
-//! thread saw the new entry and stays, or the capture sees `false` and
-//! starts a new thread: no capture is left with a list that nobody serves.
+//! `running` says whether a thread serves the list. It is set before the
+//! thread is spawned and cleared by the thread itself, under the list's lock,
+//! when it finds the list empty and ends; a capture reads it after putting
+//! itself in the list under that lock. So either the ending thread saw the
+//! new entry and stays, or the capture sees `false` and starts a new thread.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -312,6 +302,15 @@ mod tests {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     #[test]
     fn the_sampler_thread_ends_with_the_last_capture_and_the_next_one_starts_it_again() {
-        crate::test_child::run_alone("sampler::tests::sampler_thread_ends_child", ALONE);
+        // The test above, alone in a child process of this test binary.
+        let path = "sampler::tests::sampler_thread_ends_child";
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", path, "--nocapture"])
+            .env(ALONE, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && stdout.contains(&format!("{ALONE}: checked")), "{stdout}\n{stderr}");
     }
 }

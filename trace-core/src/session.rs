@@ -24,7 +24,7 @@ use crate::os::{self, Usage};
 use crate::record::{CaptureClock, OwnedLane, OwnedValue};
 use crate::sink::{CheckedWriter, Sink};
 use crate::subscriber::CaptureSubscriber;
-use crate::writer::{self, Ended, Outcome, Pending, SinkFile, StartOwned, WriterCell};
+use crate::writer::{Ended, Outcome, Pending, SinkFile, StartOwned, Writer, WriterCell};
 
 /// Emptied batches the writer keeps for the threads to reuse.
 const RECYCLED_BATCHES: usize = 64;
@@ -81,7 +81,6 @@ pub struct Session {
     command: String,
     finished: bool,
     partials: Vec<PathBuf>,
-    stem: String,
     usage_start: Usage,
     /// The capture's place with the sampler, when `<P>_TRACE_SAMPLE` is not `off` and its thread runs.
     sampler: Option<crate::sampler::Sampler>,
@@ -95,7 +94,7 @@ pub struct Session {
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("stem", &self.stem).finish_non_exhaustive()
+        f.debug_struct("Session").field("stem", &self.core.stem).finish_non_exhaustive()
     }
 }
 
@@ -239,7 +238,7 @@ impl Session {
             children: Default::default(),
             family: config.family().clone(),
             dir: config.dir().to_path_buf(),
-            stem: stem.clone(),
+            stem,
             cpu: config.cpu(),
         });
         let dispatch = dispatch(core.clone());
@@ -261,7 +260,6 @@ impl Session {
             command: command.to_string(),
             finished: false,
             partials,
-            stem,
             usage_start: Usage::now(),
             sampler,
             sampler_error,
@@ -277,7 +275,7 @@ impl Session {
 
     /// The stem of this capture's files.
     pub fn stem(&self) -> &str {
-        &self.stem
+        &self.core.stem
     }
 
     /// The capture's family: its trace id, and its parent when it has one.
@@ -302,14 +300,11 @@ impl Session {
     }
 
     /// Hands the calling thread's buffered records to the writer and waits (up
-    /// to a second) until the writer has processed everything sent so far.
-    ///
-    /// Not needed for correctness: [`Session::finish`] collects every thread's
-    /// records. It bounds how much is held in memory, and lets a test observe
-    /// a steady state. It starts the writer thread if it has not started, and
-    /// returns at once if the system refuses to start it (the records then
-    /// wait for the finish, as many as the channel holds; the rest are
-    /// dropped and counted).
+    /// to a second) until the writer has processed everything sent so far,
+    /// starting the writer thread if needed (at once back if the system
+    /// refuses it). Not needed for correctness ([`Session::finish`] collects
+    /// every thread's records): it bounds what is held in memory, and lets a
+    /// test observe a steady state.
     pub fn flush(&self) {
         self.core.threads.flush_local();
         // A writer thread that could not start answers nothing: do not wait for it.
@@ -330,22 +325,13 @@ impl Session {
 
     fn finish_inner(&mut self) -> Report {
         if std::mem::replace(&mut self.finished, true) {
-            return Report {
-                stem: self.stem.clone(),
-                files: Vec::new(),
-                dropped_records: 0,
-                unclosed_spans: 0,
-                late_records: 0,
-                waited_ns: 0,
-                sampler_error: None,
-                stacks_error: None,
-            };
+            return Report { stem: self.core.stem.clone(), ..Report::default() };
         }
         // Its last sample comes before the end.
         if let Some(mut sampler) = self.sampler.take() {
             sampler.stop();
         }
-        let end_rel = self.core.rel_now();
+        let end_rel = self.core.threads.clock.rel_now();
         let resources = Usage::now().since(&self.usage_start, &self.core.children);
         // Stopped and symbolized here, before the sinks finish.
         let stacks = self.core.threads.stacks.finish(self.stacks, self.stacks_error.clone());
@@ -363,14 +349,14 @@ impl Session {
             Ended::Inline(pending) => {
                 let threads = self.core.threads.clone();
                 panic::catch_unwind(AssertUnwindSafe(|| {
-                    writer::run_inline(threads, pending, end_rel, resources, stacks)
+                    Writer::start(threads, pending).finish(end_rel, resources, stacks)
                 }))
                 .ok()
             }
             Ended::Gone => None,
         };
         let unclosed_spans = outcome.as_ref().map_or(0, |o| o.unclosed_spans);
-        let files = outcome.map(|o: Outcome| o.files).unwrap_or_else(|| {
+        let mut files = outcome.map(|o: Outcome| o.files).unwrap_or_else(|| {
             self.partials
                 .iter()
                 .map(|p| FileStatus {
@@ -381,21 +367,15 @@ impl Session {
                 })
                 .collect()
         });
-        let files = files
-            .into_iter()
-            .map(|mut f| {
-                if f.complete {
-                    if let Err(e) = fs::rename(partial_path(&f.path), &f.path) {
-                        f.complete = false;
-                        f.error = Some(format!("renaming it from {PARTIAL_SUFFIX} failed: {e}"));
-                    }
-                }
-                f
-            })
-            .collect();
+        for f in files.iter_mut().filter(|f| f.complete) {
+            if let Err(e) = fs::rename(partial_path(&f.path), &f.path) {
+                f.complete = false;
+                f.error = Some(format!("renaming it from {PARTIAL_SUFFIX} failed: {e}"));
+            }
+        }
         let handoff = &self.core.threads.handoff;
         Report {
-            stem: self.stem.clone(),
+            stem: self.core.stem.clone(),
             files,
             dropped_records: handoff.dropped.load(Ordering::Relaxed),
             unclosed_spans,
@@ -418,7 +398,7 @@ impl Drop for Session {
 /// What a finished capture wrote. It will gain fields (`#[non_exhaustive]`);
 /// [`Session::finish`] makes it.
 #[non_exhaustive]
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Report {
     /// The files' stem.
     pub stem: String,
@@ -434,11 +414,9 @@ pub struct Report {
     /// not written. Records arriving after [`Session::finish`] returned are
     /// not counted anywhere.
     pub late_records: u64,
-    /// Nanoseconds the command's threads spent waiting for the trace writer,
-    /// all together: past the memory budget a thread waits for the writer to
-    /// make room rather than drop records ([`crate::Config::with_memory_budget`]).
-    /// Time the command took longer because of the capture; 0 when the writer
-    /// kept up.
+    /// Nanoseconds the command's threads spent, all together, waiting for the
+    /// trace writer to make room under the memory budget
+    /// ([`crate::Config::with_memory_budget`]); 0 when the writer kept up.
     pub waited_ns: u64,
     /// Why the sampler of memory and CPU (`<P>_TRACE_SAMPLE`) could not
     /// start its thread: the trace then has no such counters. `None` when it
@@ -524,7 +502,7 @@ pub fn current() -> Option<Handle> {
 impl Handle {
     /// Now, on the capture's clock (monotonic nanoseconds).
     pub fn now_ns(&self) -> u64 {
-        self.core.threads.clock.base_mono_ns + self.core.rel_now()
+        self.core.threads.clock.base_mono_ns + self.core.threads.clock.rel_now()
     }
 
     /// The capture's clock reading for `instant`.
@@ -599,7 +577,7 @@ impl Handle {
 
     /// Adds a child process that the command ran and waited for to the
     /// capture's figures: its CPU to the waited children's sum, its peak to
-    /// their largest. [`os::wait_child`] reads `usage`.
+    /// their largest.
     pub fn child_exited(&self, usage: &os::ChildUsage) {
         self.core.children.add(usage);
     }
@@ -609,14 +587,10 @@ impl Handle {
         self.send(Msg::LaneReport(report));
     }
 
-    /// Sends `msg` to the writer. Never blocks.
-    ///
-    /// A few messages wait in the channel for the finish, which processes
-    /// them on the finishing thread when no batch has started the writer
-    /// thread: a short command that runs one child sends two, and starting
-    /// the thread for them (and joining it at the finish) costs more than
-    /// handling them. From [`LANE_BACKLOG`] waiting messages on, the writer
-    /// thread is started (if it cannot be, the finish still takes them).
+    /// Sends `msg` to the writer. Never blocks. A short command that runs one
+    /// child sends two messages, which cost the finish less than starting
+    /// the writer thread for them: only from [`LANE_BACKLOG`] waiting messages
+    /// on is the thread started (if it cannot be, the finish takes them).
     fn send(&self, msg: Msg) {
         let tx = &self.core.threads.handoff.tx;
         if tx.len() >= LANE_BACKLOG {

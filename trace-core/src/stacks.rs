@@ -15,11 +15,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::capture::ROOT_TARGET;
-use crate::event::{Event, Finish};
-use crate::sink::Sink;
-
-/// The file name after the stem of the folded stacks: `<stem>.stacks.folded`.
-pub const FOLDED_SUFFIX: &str = "stacks.folded";
+use crate::event::Event;
 
 /// How many functions [`SpanSamples::top_functions`] lists.
 #[cfg_attr(not(feature = "stacks"), allow(dead_code))]
@@ -131,47 +127,6 @@ impl SpanIntervals {
             self.spans.push((*thread, *begin_ts, *ts, name));
         }
     }
-
-    /// For each `(thread, time)`, the names of the spans around it on its
-    /// thread, outermost first. A thread's spans nest (each ends before the
-    /// one it was entered in), so one sweep in time order finds them.
-    #[cfg_attr(not(feature = "stacks"), allow(dead_code))]
-    fn enclosing(&mut self, samples: &[(u64, u64)]) -> Vec<Vec<u32>> {
-        // Outermost first where two begin together.
-        self.spans.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)).then(b.2.cmp(&a.2)));
-        let mut order: Vec<usize> = (0..samples.len()).collect();
-        order.sort_unstable_by_key(|&i| samples[i]);
-        let mut out = vec![Vec::new(); samples.len()];
-        let mut next = 0;
-        let mut open: Vec<(u64, u64, u32)> = Vec::new();
-        let mut thread = None;
-        for i in order {
-            let (tid, time) = samples[i];
-            if thread != Some(tid) {
-                thread = Some(tid);
-                open.clear();
-                while next < self.spans.len() && self.spans[next].0 < tid {
-                    next += 1;
-                }
-            }
-            while let Some(&(t, begin, end, name)) = self.spans.get(next) {
-                if t != tid || begin > time {
-                    break;
-                }
-                while open.last().is_some_and(|o| o.1 < begin) {
-                    open.pop();
-                }
-                open.push((begin, end, name));
-                next += 1;
-            }
-            while open.last().is_some_and(|o| o.1 < time) {
-                open.pop();
-            }
-            // A span that ended before an outer one still open is gone too.
-            out[i] = open.iter().filter(|o| o.0 <= time && time <= o.1).map(|o| o.2).collect();
-        }
-        out
-    }
 }
 
 /// The samples of one span name: how many lie inside a span of that name,
@@ -189,7 +144,7 @@ pub struct SpanSamples {
 }
 
 /// The CPU stacks of a capture, as the sinks receive them before they finish
-/// ([`Sink::stacks`]): whether they were asked for and taken, the counts, and
+/// ([`crate::Sink::stacks`]): whether they were asked for and taken, the counts, and
 /// the samples by span.
 #[derive(Debug, Default)]
 pub struct CpuStacks {
@@ -262,15 +217,12 @@ impl CpuStacks {
             out.symbolization_time = stacks.symbolization_time;
             out.reader_cpu_time = stacks.reader_cpu_time;
             let mut intervals = intervals.unwrap_or_default();
-            let times: Vec<(u64, u64)> =
-                stacks.samples.iter().map(|s| (u64::from(s.tid), s.time_ns)).collect();
-            let enclosing = intervals.enclosing(&times);
+            let enclosing = stacks.enclosing_spans(&mut intervals.spans);
             let mut by_name: Vec<Vec<&trace_stacks::Sample>> = vec![Vec::new(); intervals.names.len()];
             for (sample, spans) in stacks.samples.iter().zip(&enclosing) {
-                let mut seen: Vec<u32> = Vec::with_capacity(spans.len());
-                for &name in spans {
-                    if !seen.contains(&name) {
-                        seen.push(name);
+                // Once per name, however deeply it nests.
+                for (k, &name) in spans.iter().enumerate() {
+                    if !spans[..k].contains(&name) {
                         by_name[name as usize].push(sample);
                     }
                 }
@@ -327,55 +279,5 @@ impl CpuStacks {
         }
         let _ = pid;
         Vec::new()
-    }
-}
-
-/// Writes `<stem>.stacks.folded`: the capture's CPU stacks as folded stacks
-/// ([`CpuStacks::write_folded`]), empty when none were taken.
-#[derive(Debug, Default)]
-pub struct FoldedStacksSink;
-
-impl Sink for FoldedStacksSink {
-    fn name(&self) -> &'static str {
-        "stacks"
-    }
-
-    fn suffix(&self) -> &'static str {
-        FOLDED_SUFFIX
-    }
-
-    fn event(&mut self, _event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn stacks(&mut self, stacks: &CpuStacks, out: &mut dyn Write) -> io::Result<()> {
-        stacks.write_folded(out)
-    }
-
-    fn finish(&mut self, _end: &Finish<'_>, _out: &mut dyn Write) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_sample_finds_the_spans_open_around_it_on_its_own_thread_outermost_first() {
-        let mut intervals = SpanIntervals {
-            names: vec!["build".into(), "compile".into(), "link".into(), "other".into()],
-            index: HashMap::new(),
-            spans: vec![
-                (1, 100, 200, 1),
-                (1, 210, 250, 2),
-                (1, 0, 1000, 0),
-                (2, 0, 1000, 3),
-                (1, 120, 130, 2),
-            ],
-        };
-        let samples = [(1, 50), (1, 125), (1, 150), (2, 150), (1, 205), (1, 220), (1, 2000), (3, 10)];
-        let got = intervals.enclosing(&samples);
-        assert_eq!(got, [vec![0], vec![0, 1, 2], vec![0, 1], vec![3], vec![0], vec![0, 2], vec![], vec![]]);
     }
 }

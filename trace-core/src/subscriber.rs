@@ -14,17 +14,13 @@
 //! - Spans are almost never cloned: a handle's close checks one atomic count of
 //!   outstanding clones, and only when it is not zero, a table of extra
 //!   references under a lock.
-//! - The tee: every call the inner dispatcher enables is forwarded to it, with
-//!   span ids mapped (the inner id is kept beside the callsite). The capture's
-//!   root span is never forwarded, so the tool's subscriber sees its spans with
-//!   the parents it would see without capture. A call site whose interest
-//!   from the inner dispatcher is `never` is not forwarded even when its
-//!   `enabled` says yes, and the capture's filter is not asked again for a
-//!   call site it has answered (both kept per call site, [`crate::callsite_answers`]).
-//!   With no inner dispatcher the tee costs one branch per call. Limit: an event with an explicit parent
-//!   (`info!(parent: &span, ..)`) reaches the inner dispatcher unchanged, with
-//!   the capture's id for its parent, because `tracing` offers no way to
-//!   rebuild an event with another parent.
+//! - The tee ([`crate::Session::start`]): what the inner dispatcher wants
+//!   ([`crate::callsite_answers`]) is forwarded to it with span ids mapped
+//!   (the inner id is kept beside the callsite), the capture's root span
+//!   never, so the tool's subscriber sees the parents it would see without
+//!   capture. Limit: an event with an explicit parent (`info!(parent: &span,
+//!   ..)`) reaches it unchanged, with the capture's id for its parent:
+//!   `tracing` offers no way to rebuild an event with another parent.
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -40,7 +36,7 @@ use tracing_subscriber::{Layer, Registry};
 
 use crate::buffer::{Slot, ThreadBuf};
 use crate::callsite_answers::{Answers, CallsiteAnswers};
-use crate::capture::{wants, Core, ROOT_TARGET};
+use crate::capture::{downcast_raw, wants, Core, ROOT_TARGET};
 use crate::layer::max_with_root;
 use crate::recent_spans::{RecentSpan, SpanInfo};
 
@@ -90,16 +86,13 @@ impl CaptureSubscriber {
         }
     }
 
-    #[inline]
-    fn wants(&self, meta: &Metadata<'_>) -> bool {
-        wants(&self.filter, meta)
-    }
-
     /// What is known of `meta`: kept when it was registered, or worked out
     /// now for a call site the table does not hold.
     #[inline]
     fn known(&self, meta: &Metadata<'_>) -> Answers {
-        self.sites.get(meta).unwrap_or_else(|| Answers { wanted: self.wants(meta), inner_never: false })
+        self.sites
+            .get(meta)
+            .unwrap_or_else(|| Answers { wanted: wants(&self.filter, meta), inner_never: false })
     }
 
     /// [`Self::known`] for a span or event `tracing` gave the subscriber:
@@ -119,6 +112,14 @@ impl CaptureSubscriber {
     #[inline]
     fn inner_for(&self, meta: &Metadata<'_>, known: Answers) -> Option<&Dispatch> {
         self.inner.as_ref().filter(|d| meta.target() != ROOT_TARGET && !known.inner_never && d.enabled(meta))
+    }
+
+    /// The inner dispatcher and the span's id there, if it has the span.
+    #[inline]
+    fn inner_of(&self, info: Option<SpanInfo>) -> Option<(&Dispatch, Id)> {
+        let d = self.inner.as_ref()?;
+        let inner = info?.inner;
+        (inner != 0).then(|| (d, Id::from_u64(inner)))
     }
 
     /// A new id from the thread's own count, its span in the thread's ring.
@@ -159,6 +160,15 @@ impl CaptureSubscriber {
         let id = (self.fallback.fetch_add(1, Ordering::Relaxed) & SEQ_MASK).max(1);
         self.overflow.lock().insert(id, info);
         id
+    }
+
+    /// The entry of the calling thread's ring (`own`) that holds span `id`,
+    /// if the span is that thread's and still in its ring.
+    #[inline]
+    fn own_entry(own: Option<&ThreadBuf>, id: u64) -> Option<&RecentSpan> {
+        let own = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1)?;
+        let e = own.recent_spans.entry(id);
+        (e.id.load(Ordering::Relaxed) == id).then_some(e)
     }
 
     /// What is known of span `id`; `own` is the calling thread's buffer.
@@ -210,17 +220,12 @@ impl CaptureSubscriber {
     /// that is at hand, so that the caller can tell whether it holds fields.
     #[inline]
     fn forget(&self, own: Option<&ThreadBuf>, id: u64) -> Option<SpanInfo> {
-        if let Some(own) = own.filter(|b| id >> SEQ_BITS == u64::from(b.index) + 1) {
-            let e = own.recent_spans.entry(id);
-            // Only this thread stores into its ring, and only one handle closes
-            // a span: nothing can change this entry in between.
-            if e.id.load(Ordering::Relaxed) == id {
-                let info = e.own_info();
-                e.id.store(0, Ordering::Relaxed);
-                return Some(info);
-            }
-        }
-        self.forget_elsewhere(id)
+        // Only this thread stores into its ring, and only one handle closes a
+        // span: nothing can change the entry in between.
+        let Some(e) = Self::own_entry(own, id) else { return self.forget_elsewhere(id) };
+        let info = e.own_info();
+        e.id.store(0, Ordering::Relaxed);
+        Some(info)
     }
 
     #[cold]
@@ -273,7 +278,7 @@ impl Subscriber for CaptureSubscriber {
         // The inner dispatcher registers the callsite for itself: `tracing`
         // asks every dispatcher and combines the answers. Its answer is kept
         // too, for what to forward to it, and so is the filter's.
-        let wanted = self.wants(meta);
+        let wanted = wants(&self.filter, meta);
         let inner_never = self.inner.as_ref().is_some_and(|d| d.register_callsite(meta).is_never());
         self.sites.set(meta, Answers { wanted, inner_never });
         if wanted {
@@ -346,25 +351,19 @@ impl Subscriber for CaptureSubscriber {
             }
             info
         });
-        if let (Some(d), Some(i)) = (&self.inner, info) {
-            if i.inner != 0 {
-                d.record(&Id::from_u64(i.inner), values);
-            }
+        if let Some((d, inner)) = self.inner_of(info) {
+            d.record(&inner, values);
         }
     }
 
     fn record_follows_from(&self, span: &Id, follows: &Id) {
         let (id, origin) = (span.into_u64(), follows.into_u64());
-        if self.info(id).is_none_or(|i| i.captured) && self.info(origin).is_none_or(|i| i.captured) {
+        let (a, b) = (self.info(id), self.info(origin));
+        if a.is_none_or(|i| i.captured) && b.is_none_or(|i| i.captured) {
             self.core.follows(None, id, origin);
         }
-        if let Some(d) = &self.inner {
-            let (a, b) = (self.info(span.into_u64()), self.info(follows.into_u64()));
-            if let (Some(a), Some(b)) = (a, b) {
-                if a.inner != 0 && b.inner != 0 {
-                    d.record_follows_from(&Id::from_u64(a.inner), &Id::from_u64(b.inner));
-                }
-            }
+        if let (Some((d, a)), Some((_, b))) = (self.inner_of(a), self.inner_of(b)) {
+            d.record_follows_from(&a, &b);
         }
     }
 
@@ -392,10 +391,8 @@ impl Subscriber for CaptureSubscriber {
             }
             info
         });
-        if let (Some(d), Some(i)) = (&self.inner, entered) {
-            if i.inner != 0 {
-                d.enter(&Id::from_u64(i.inner));
-            }
+        if let Some((d, inner)) = self.inner_of(entered) {
+            d.enter(&inner);
         }
     }
 
@@ -416,19 +413,15 @@ impl Subscriber for CaptureSubscriber {
             }
             info
         });
-        if let (Some(d), Some(i)) = (&self.inner, exited) {
-            if i.inner != 0 {
-                d.exit(&Id::from_u64(i.inner));
-            }
+        if let Some((d, inner)) = self.inner_of(exited) {
+            d.exit(&inner);
         }
     }
 
     fn clone_span(&self, span: &Id) -> Id {
         let id = span.into_u64();
-        if let Some(d) = &self.inner {
-            if let Some(i) = self.info(id).filter(|i| i.inner != 0) {
-                let _ = d.clone_span(&Id::from_u64(i.inner));
-            }
+        if let Some((d, inner)) = self.inner.as_ref().and_then(|_| self.inner_of(self.info(id))) {
+            let _ = d.clone_span(&inner);
         }
         let mut refs = self.refs.lock();
         *refs.entry(id).or_insert(0) += 1;
@@ -438,11 +431,9 @@ impl Subscriber for CaptureSubscriber {
 
     fn try_close(&self, span: Id) -> bool {
         let id = span.into_u64();
-        if let Some(d) = &self.inner {
-            // Every handle's drop reaches the inner dispatcher, which counts its own.
-            if let Some(i) = self.info(id).filter(|i| i.inner != 0) {
-                let _ = d.try_close(Id::from_u64(i.inner));
-            }
+        // Every handle's drop reaches the inner dispatcher, which counts its own.
+        if let Some((d, inner)) = self.inner.as_ref().and_then(|_| self.inner_of(self.info(id))) {
+            let _ = d.try_close(inner);
         }
         // Every clone adds to `clones` before its handle exists, and a handle
         // reaches another thread only through synchronisation: a close that
@@ -471,13 +462,7 @@ impl Subscriber for CaptureSubscriber {
     }
 
     unsafe fn downcast_raw(&self, id: TypeId) -> Option<*const ()> {
-        if id == TypeId::of::<Self>() {
-            Some(self as *const Self as *const ())
-        } else if id == TypeId::of::<Arc<Core>>() {
-            Some(&self.core as *const Arc<Core> as *const ())
-        } else {
-            None
-        }
+        downcast_raw(self, &self.core, id)
     }
 }
 
@@ -493,27 +478,17 @@ mod tests {
     use tracing::info_span;
 
     use super::*;
-    use crate::buffer::{Handoff, Msg, Threads};
+    use crate::buffer::{steal_all, Handoff, Msg, Threads};
     use crate::recent_spans::RECENT_SPANS;
     use crate::record::{Batch, CaptureClock, Kind};
     use crate::writer::{Pending, StartOwned, WriterCell};
-
-    type Shared = Core;
 
     fn rig() -> (Dispatch, Arc<Core>, Receiver<Msg>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (recycle_tx, recycle) = crossbeam_channel::bounded(1);
         let threads = Arc::new(Threads::new(CaptureClock::start(), Handoff::new(tx, recycle, usize::MAX)));
-        let start = StartOwned {
-            command: "test".into(),
-            stem: "test".into(),
-            pid: 0,
-            start_unix_ms: 0,
-            startup_us: None,
-            filter: "trace".into(),
-            family: Default::default(),
-        };
-        let pending = Pending { rx: rx.clone(), recycle: recycle_tx, sinks: Vec::new(), start };
+        let pending =
+            Pending { rx: rx.clone(), recycle: recycle_tx, sinks: Vec::new(), start: StartOwned::default() };
         let core = Arc::new(Core {
             writer: WriterCell::new(threads.clone(), pending),
             threads,
@@ -535,11 +510,6 @@ mod tests {
         d.downcast_ref::<CaptureSubscriber>().expect("the capture's own subscriber")
     }
 
-    /// Hands the calling thread's records to the channel.
-    fn flush(shared: &Arc<Shared>) {
-        shared.threads.flush_local();
-    }
-
     /// Every record sent so far: (thread, kind, span id, callsite name).
     fn records(rx: &Receiver<Msg>) -> Vec<(u32, Kind, u64, Option<&'static str>)> {
         let mut out = Vec::new();
@@ -558,7 +528,7 @@ mod tests {
     }
 
     /// No span is left in any table or ring.
-    fn assert_empty(d: &Dispatch, shared: &Shared) {
+    fn assert_empty(d: &Dispatch, shared: &Core) {
         let s = sub(d);
         assert!(s.overflow.lock().is_empty(), "overflow: {:?}", s.overflow.lock().keys().collect::<Vec<_>>());
         assert!(s.refs.lock().is_empty());
@@ -588,11 +558,11 @@ mod tests {
             let shared2 = shared.clone();
             std::thread::spawn(move || {
                 drop((a, b));
-                flush(&shared2);
+                shared2.threads.flush_local();
             })
             .join()
             .unwrap();
-            flush(&shared);
+            shared.threads.flush_local();
             (ids.0.into_u64(), ids.1.into_u64(), ids.2.into_u64())
         });
         let records = records(&rx);
@@ -621,12 +591,12 @@ mod tests {
             let shared2 = shared.clone();
             let elsewhere = std::thread::spawn(move || {
                 moved.in_scope(|| ());
-                flush(&shared2);
+                shared2.threads.flush_local();
             });
             elsewhere.join().unwrap();
             let id = old.id().unwrap().into_u64();
             drop(old);
-            flush(&shared);
+            shared.threads.flush_local();
             (id, 1)
         });
         let records = records(&rx);
@@ -696,10 +666,11 @@ mod tests {
     }
 
     /// The heap bytes of the batch thread `index` holds now.
-    fn held_bytes(shared: &Shared, index: u64) -> usize {
-        let held = shared.threads.with_buf(index, |b| b.steal(&shared.threads.clock, Batch::default));
-        // What the steal took out is sent back as it was: only its size matters.
-        held.flatten().and_then(|t| t.batch).map_or(0, |b| b.bytes())
+    fn held_bytes(shared: &Core, index: usize) -> usize {
+        let buf = shared.threads.list.lock()[index].clone();
+        let taken = steal_all(&[buf], &shared.threads.clock, Batch::default).pop().flatten();
+        // Only its size matters: the test does not look at these records.
+        taken.and_then(|t| t.batch).map_or(0, |b| b.bytes())
     }
 
     #[test]

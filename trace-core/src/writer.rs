@@ -22,12 +22,6 @@
 //! begin and end at once, its fields borrowed from the batch, and never puts
 //! it in a table or on a thread's stack (`Writer::leaf`), which is most of
 //! the writer's work saved for such a span.
-//!
-//! # Sinks
-//!
-//! Each sink's calls run under `catch_unwind`: a sink that panics is not
-//! called again, its file stays `.partial`, and the report names it; the other
-//! sinks go on.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::File;
@@ -40,12 +34,11 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
-use tracing_core::Metadata;
 
 use crate::buffer::{self, Msg, Taken, ThreadBuf, Threads};
 use crate::clock::{Anchors, Near};
 use crate::event::{Event, Field, FileStatus, Finish, LaneSlice, Resources, Site, Start, ThreadCpu, Tid};
-use crate::record::{raw_value, Batch, Kind, OwnedLane, Raw};
+use crate::record::{raw_value, Batch, Kind, Meta, OwnedLane, Raw};
 use crate::sink::{CheckedWriter, Sink};
 use crate::stacks::{CpuStacks, SpanIntervals, StacksEnd};
 
@@ -65,7 +58,9 @@ pub(crate) struct SinkFile {
 }
 
 impl SinkFile {
-    /// Runs one call of the sink, keeping its error or its panic.
+    /// Runs one call of the sink under `catch_unwind`, keeping its error or
+    /// its panic: a sink that failed is not called again, its file stays
+    /// `.partial`, and the other sinks go on.
     fn call(&mut self, f: impl FnOnce(&mut dyn Sink, &mut dyn Write) -> std::io::Result<()>) {
         if self.error.is_some() {
             return;
@@ -95,6 +90,7 @@ fn feed(sinks: &mut [SinkFile], event: &Event<'_>) {
 }
 
 /// What the capture's start tells the sinks, owned until the writer runs.
+#[derive(Default)]
 pub(crate) struct StartOwned {
     pub command: String,
     pub stem: String,
@@ -105,15 +101,14 @@ pub(crate) struct StartOwned {
     pub family: crate::family::Family,
 }
 
-/// A hasher for span ids: one multiplication, no SipHash rounds.
+/// A hasher for span ids and flow numbers: one multiplication, no SipHash
+/// rounds (a span exited before its close reaches two tables).
 #[derive(Default, Clone, Copy)]
 struct IdHasher(u64);
 
 impl std::hash::Hasher for IdHasher {
     fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
+        bytes.iter().for_each(|b| self.write_u64(u64::from(*b)));
     }
     fn write_u64(&mut self, n: u64) {
         self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -160,7 +155,7 @@ fn borrow_fields<'a>(to: &mut Vec<Field<'a>>, fields: Option<&'a SpanFields>) {
 struct OpenSlice {
     id: u64,
     begin_ts: u64,
-    meta: &'static Metadata<'static>,
+    meta: Meta,
     /// Values recorded while the slice is open, which are rare: no list
     /// until one is (boxed, so that the common slice moves fewer bytes).
     recorded: Option<Box<SpanFields>>,
@@ -226,9 +221,8 @@ struct ThreadState {
     gap_from: Option<u64>,
 }
 
-/// The monotonic time of a record of the thread `state` stamped `stamp`, given the
-/// tick conversion (`anchors`) or the capture's start (`base`): a thread's
-/// times never go back, even where two counter reads ran out of order.
+/// The monotonic time of a record of the thread `state` stamped `stamp`, given
+/// the tick conversion (`anchors`) or the capture's start (`base`).
 #[inline(always)]
 fn thread_time(anchors: Option<&Anchors>, base: u64, state: &mut ThreadState, stamp: u64) -> u64 {
     let ns = match anchors {
@@ -254,8 +248,6 @@ pub(crate) struct Writer {
     recycle: Sender<Batch>,
     /// The tick conversion, when records carry ticks.
     anchors: Option<Anchors>,
-    /// Spans still open at the finish.
-    unclosed: u64,
     /// The lists of an event's fields.
     scratch: [Scratch; 2],
     /// Spans that run in pieces, and flows.
@@ -272,7 +264,7 @@ pub(crate) struct Outcome {
 
 impl Writer {
     /// A writer whose sinks have started.
-    fn start(threads: Arc<Threads>, p: Pending) -> Writer {
+    pub(crate) fn start(threads: Arc<Threads>, p: Pending) -> Writer {
         let Pending { rx, recycle, mut sinks, start } = p;
         let info = Start {
             command: &start.command,
@@ -296,16 +288,11 @@ impl Writer {
             spare: Vec::new(),
             recycle,
             anchors,
-            unclosed: 0,
             scratch: Default::default(),
             span_lives: span_lives::SpanLives::default(),
             intervals: threads.stacks.started().then(SpanIntervals::default),
             threads,
         }
-    }
-
-    fn emit(&mut self, event: &Event<'_>) {
-        feed(&mut self.sinks, event);
     }
 
     /// The writer's state for thread `index`, named to the sinks on first use.
@@ -633,31 +620,27 @@ impl Writer {
                     }
                 }
             }
-            Kind::NewEnter | Kind::NewEnterCpu => {
+            Kind::NewEnter | Kind::NewEnterCpu | Kind::Enter => {
                 let Some(meta) = raw.meta else { return };
                 let ts = self.time(i, raw.ts);
                 let Some(tid) = self.thread_states[i].as_ref().map(|l| l.tid) else { return };
-                self.span_lives.arrivals(&mut self.sinks, i, tid, raw.id, ts);
-                let mut own = self.spare.pop().unwrap_or_default();
-                own.extend(batch, raw_fields);
+                let own = if raw.kind == Kind::Enter {
+                    // Entered while its first piece runs on another thread: that
+                    // piece hands its fields to the table, and its life to `span_lives`.
+                    self.table_entry(raw.id);
+                    self.span_lives.enter(&mut self.sinks, i, tid, raw.id, meta, ts);
+                    None
+                } else {
+                    self.span_lives.arrivals(&mut self.sinks, i, tid, raw.id, ts);
+                    let mut own = self.spare.pop().unwrap_or_default();
+                    own.extend(batch, raw_fields);
+                    Some(own)
+                };
                 let begin_cpu = batch.thread_cpu_ns(raw);
-                let open =
-                    OpenSlice { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own: Some(own) };
-                self.begin(i, tid, open);
-            }
-            Kind::Enter => {
-                let Some(meta) = raw.meta else { return };
-                let ts = self.time(i, raw.ts);
-                let Some(tid) = self.thread_states[i].as_ref().map(|l| l.tid) else { return };
-                // Entered while its first piece runs on another thread: that
-                // piece hands its fields to the table, and its life to `span_lives`.
-                self.table_entry(raw.id);
-                self.span_lives.enter(&mut self.sinks, i, tid, raw.id, meta, ts);
-                let begin_cpu = raw.thread_cpu_ns();
                 self.begin(
                     i,
                     tid,
-                    OpenSlice { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own: None },
+                    OpenSlice { id: raw.id, begin_ts: ts, meta, recorded: None, begin_cpu, own },
                 );
             }
             Kind::Exit | Kind::ExitClose => {
@@ -846,14 +829,17 @@ impl Writer {
     fn lane_slice(&mut self, lane: OwnedLane) {
         let fields: Vec<Field<'_>> =
             lane.fields.iter().map(|(n, v)| Field { name: n, value: v.as_value() }).collect();
-        self.emit(&Event::Lane(LaneSlice {
-            lane: &lane.lane,
-            track: lane.track,
-            begin_ns: lane.begin_ns,
-            end_ns: lane.end_ns.max(lane.begin_ns),
-            name: &lane.name,
-            fields: &fields,
-        }));
+        feed(
+            &mut self.sinks,
+            &Event::Lane(LaneSlice {
+                lane: &lane.lane,
+                track: lane.track,
+                begin_ns: lane.begin_ns,
+                end_ns: lane.end_ns.max(lane.begin_ns),
+                name: &lane.name,
+                fields: &fields,
+            }),
+        );
     }
 
     /// Handles one message; returns the finish's figures when it is the finish.
@@ -865,44 +851,30 @@ impl Writer {
                     anchors.push_now();
                 }
                 self.arrive(thread, seq, Arrival::Records { batch, until, bytes });
-                self.advance();
             }
-            // After any other message too: while it sat in the channel, the
-            // merge did not take the partial batches of the threads holding it
-            // back (it takes them only once the channel is empty), and those
-            // threads may be waiting for the room that only the merge can make.
-            Msg::Gap { thread, seq, from, until } => {
-                self.arrive(thread, seq, Arrival::Gap { from, until });
-                self.advance();
-            }
-            Msg::Lane(lane) => {
-                self.lane_slice(lane);
-                self.advance();
-            }
-            Msg::LaneReport(report) => {
-                self.emit(&Event::LaneReport(&report));
-                self.advance();
-            }
-            Msg::Sample(sample) => {
-                self.emit(&Event::ProcessSample(sample));
-                self.advance();
-            }
+            Msg::Gap { thread, seq, from, until } => self.arrive(thread, seq, Arrival::Gap { from, until }),
+            Msg::Lane(lane) => self.lane_slice(lane),
+            Msg::LaneReport(report) => feed(&mut self.sinks, &Event::LaneReport(&report)),
+            Msg::Sample(sample) => feed(&mut self.sinks, &Event::ProcessSample(sample)),
             Msg::Finish { end_rel, resources, stacks } => return Some((end_rel, resources, stacks)),
             Msg::Sync(done) => {
                 self.advance();
                 let _ = done.send(());
+                return None;
             }
         }
+        // After every message, not only a batch: while it sat in the channel,
+        // the merge did not take the partial batches of the threads holding it
+        // back (it takes them only once the channel is empty), and those
+        // threads may be waiting for the room that only the merge can make.
+        self.advance();
         None
     }
 
-    fn finish(
-        mut self,
-        rx: &Receiver<Msg>,
-        end_rel: u64,
-        resources: Resources,
-        stacks: StacksEnd,
-    ) -> Outcome {
+    /// Takes every thread's last records, ends what is still open and
+    /// finishes the sinks: the end of a writer thread, or all of a writer
+    /// that never started, run by the finishing thread.
+    pub(crate) fn finish(mut self, end_rel: u64, resources: Resources, stacks: StacksEnd) -> Outcome {
         // Close every thread's buffer, then take in what was sent before the
         // close, then the buffers' remainders.
         let remainders: Vec<(u32, Taken)> = {
@@ -913,6 +885,7 @@ impl Writer {
         if let Some(anchors) = self.anchors.as_mut() {
             anchors.push_now();
         }
+        let rx = self.rx.clone();
         while let Ok(msg) = rx.try_recv() {
             match msg {
                 Msg::Batch { thread, seq, until, batch, bytes } => {
@@ -930,18 +903,18 @@ impl Writer {
         // No record's time is after the end, whichever clock stamped it.
         let last = self.thread_states.iter().flatten().map(|l| l.last_ns).max().unwrap_or(0);
         let end_ns = (self.threads.clock.base_mono_ns + end_rel).max(last);
+        let mut unclosed_spans = 0;
         for i in 0..self.thread_states.len() {
             let Some(state) = self.thread_states[i].as_mut() else { continue };
             let tid = state.tid;
             let open: Vec<OpenSlice> = state.stack.drain(..).rev().collect();
             for o in open {
-                self.unclosed += 1;
+                unclosed_spans += 1;
                 self.end_slice(tid, o, end_ns, true, None);
             }
         }
         self.span_lives.finish(&mut self.sinks, &self.spans, end_ns);
         let dropped = self.threads.handoff.dropped.load(Ordering::Relaxed);
-        let unclosed_spans = self.unclosed;
         let stacks = CpuStacks::new(stacks, self.intervals.take());
         for s in &mut self.sinks {
             s.call(|sink, out| sink.stacks(&stacks, out));
@@ -978,15 +951,15 @@ pub(crate) struct Pending {
 /// A short command (a few hundred records on each thread) never fills a batch,
 /// so nothing is sent before the capture finishes: its records are then turned
 /// into events on the finishing thread, which saves the thread's start and
-/// exit. Otherwise the
-/// first thread to hand a batch over starts the writer thread. If the thread
-/// cannot be started, the batches wait in the channel (up to the memory
-/// budget; past it they are dropped and counted) and the finish processes them.
+/// exit. Otherwise the first thread to hand a batch over starts the writer
+/// thread. If it cannot be started, the batches wait in the channel (up to
+/// the memory budget; past it they are dropped and counted) and the finish
+/// processes them.
 pub(crate) struct WriterCell {
+    /// Set once the writer thread runs, or the finish has taken the writer.
     started: AtomicBool,
-    /// What the writer runs with; taken by the writer thread or by the finish.
-    pending: Arc<Mutex<Option<Pending>>>,
-    thread: Mutex<Option<JoinHandle<Option<Outcome>>>>,
+    /// The writer still to run (`Inline`), its thread, or neither.
+    state: Mutex<Ended>,
     threads: Arc<Threads>,
 }
 
@@ -999,7 +972,7 @@ impl Drop for Running {
     }
 }
 
-/// How the writer ended, for the finish.
+/// Where the writer is, for the finish.
 pub(crate) enum Ended {
     /// The writer thread is running: send it the finish and join it.
     Thread(JoinHandle<Option<Outcome>>),
@@ -1012,12 +985,7 @@ pub(crate) enum Ended {
 impl WriterCell {
     /// A writer for `threads`' capture that will run with `pending`.
     pub(crate) fn new(threads: Arc<Threads>, pending: Pending) -> WriterCell {
-        WriterCell {
-            started: AtomicBool::new(false),
-            pending: Arc::new(Mutex::new(Some(pending))),
-            thread: Mutex::new(None),
-            threads,
-        }
+        WriterCell { started: AtomicBool::new(false), state: Mutex::new(Ended::Inline(pending)), threads }
     }
 
     /// Starts the writer thread unless it has started (or the capture has
@@ -1033,16 +1001,18 @@ impl WriterCell {
 
     #[cold]
     fn start(&self) {
-        let mut thread = self.thread.lock();
-        if self.started.load(Ordering::Acquire) || self.pending.lock().is_none() {
+        let mut state = self.state.lock();
+        if self.started.load(Ordering::Acquire) || !matches!(*state, Ended::Inline(_)) {
             return;
         }
         #[cfg(test)]
         if tests::REFUSE_SPAWN.get() {
             return;
         }
-        let pending = self.pending.clone();
-        let threads = self.threads.clone();
+        let Ended::Inline(pending) = std::mem::replace(&mut *state, Ended::Gone) else { return };
+        // The thread takes the writer from here; if it cannot start, it stays.
+        let slot = Arc::new(Mutex::new(Some(pending)));
+        let (threads, taken) = (self.threads.clone(), slot.clone());
         let spawned = std::thread::Builder::new()
             .name("trace-writer".into())
             // Room for a sink's compressor tables, which an unoptimised build
@@ -1053,15 +1023,17 @@ impl WriterCell {
                 crate::buffer::ON_WRITER.with(|w| w.set(true));
                 // Recording threads stop waiting for room once this thread ends, however it ends.
                 let _running = Running(threads.clone());
-                let p = pending.lock().take()?;
+                let p = taken.lock().take()?;
                 Some(run(threads, p))
             });
-        // On failure the pending writer stays here: the next hand-over tries
-        // again, and the finish runs it if none succeeds.
-        if let Ok(handle) = spawned {
-            *thread = Some(handle);
-            self.threads.handoff.writer_running.store(true, Ordering::Release);
-            self.started.store(true, Ordering::Release);
+        match spawned {
+            Ok(handle) => {
+                *state = Ended::Thread(handle);
+                self.threads.handoff.writer_running.store(true, Ordering::Release);
+                self.started.store(true, Ordering::Release);
+            }
+            // The next hand-over tries again, and the finish runs it if none succeeds.
+            Err(_) => *state = slot.lock().take().map_or(Ended::Gone, Ended::Inline),
         }
     }
 
@@ -1069,41 +1041,17 @@ impl WriterCell {
     /// it would have run with. Later calls return `Ended::Gone`, and nothing
     /// starts the thread any more.
     pub(crate) fn end(&self) -> Ended {
-        let mut thread = self.thread.lock();
-        let was_started = self.started.swap(true, Ordering::AcqRel);
-        if let Some(handle) = thread.take() {
-            return Ended::Thread(handle);
-        }
-        if was_started {
-            return Ended::Gone;
-        }
-        match self.pending.lock().take() {
-            Some(p) => Ended::Inline(p),
-            None => Ended::Gone,
-        }
+        let mut state = self.state.lock();
+        self.started.store(true, Ordering::Release);
+        std::mem::replace(&mut *state, Ended::Gone)
     }
-}
-
-/// Runs a writer that never started on the calling thread, from its sinks'
-/// start to their finish, after every thread's records are in.
-pub(crate) fn run_inline(
-    threads: Arc<Threads>,
-    p: Pending,
-    end_rel: u64,
-    resources: Resources,
-    stacks: StacksEnd,
-) -> Outcome {
-    let rx = p.rx.clone();
-    let w = Writer::start(threads, p);
-    w.finish(&rx, end_rel, resources, stacks)
 }
 
 /// The writer thread's body.
 fn run(threads: Arc<Threads>, p: Pending) -> Outcome {
-    let rx = p.rx.clone();
     let mut w = Writer::start(threads, p);
     let (end_rel, resources, stacks) = loop {
-        match rx.recv() {
+        match w.rx.recv() {
             Ok(msg) => {
                 if let Some(end) = w.handle(msg) {
                     break end;
@@ -1113,7 +1061,7 @@ fn run(threads: Arc<Threads>, p: Pending) -> Outcome {
             Err(_) => break (w.threads.clock.rel_now(), Resources::default(), Box::default()),
         }
     };
-    w.finish(&rx, end_rel, resources, *stacks)
+    w.finish(end_rel, resources, *stacks)
 }
 
 #[cfg(test)]
@@ -1138,76 +1086,5 @@ pub(crate) mod tests {
         let again = scratch.take();
         assert!(again.is_empty());
         assert_eq!((again.as_ptr() as usize, again.capacity()), (ptr, capacity));
-    }
-}
-
-#[cfg(test)]
-mod leaf_tests {
-    use std::io::{self, Write};
-    use std::sync::{Arc, Mutex};
-
-    use crate::{Config, Event, Finish, Session, Sink};
-
-    /// Writes down each event as `kind:name`.
-    struct Log(Arc<Mutex<Vec<String>>>);
-
-    impl Sink for Log {
-        fn name(&self) -> &'static str {
-            "log"
-        }
-        fn suffix(&self) -> &'static str {
-            "log.txt"
-        }
-        fn event(&mut self, event: &Event<'_>, _out: &mut dyn Write) -> io::Result<()> {
-            let what = match event {
-                Event::SpanBegin { site, fields, .. } => format!("begin:{}:{}", site.name, fields.len()),
-                Event::SpanEnd { site, fields, .. } => format!("end:{}:{}", site.name, fields.len()),
-                Event::Instant { .. } => "instant".to_string(),
-                _ => return Ok(()),
-            };
-            self.0.lock().unwrap().push(what);
-            Ok(())
-        }
-        fn finish(&mut self, _end: &Finish<'_>, _out: &mut dyn Write) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn leaf_spans_and_the_others_reach_a_sink_as_begins_and_ends_in_order_with_their_fields() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config::from_lookup("T", &[], |n| (n == "T_TRACE_DIR").then(|| dir.path().into()))
-            .unwrap()
-            .unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let session = Session::start(&config, "leaf", vec![Box::new(Log(log.clone()))]).unwrap();
-        session.in_scope(|| {
-            tracing::info_span!("first", a = 1).in_scope(|| ());
-            tracing::info_span!("parent").in_scope(|| {
-                tracing::info_span!("child", b = 2, c = 3).in_scope(|| ());
-                tracing::info!("inside");
-            });
-            let twice = tracing::info_span!("twice");
-            twice.in_scope(|| ());
-            twice.in_scope(|| ());
-        });
-        assert!(session.finish().is_complete());
-        let log = log.lock().unwrap().clone();
-        let expected = [
-            "begin:first:1",
-            "end:first:1",
-            "begin:parent:0",
-            "begin:child:2",
-            "end:child:2",
-            "instant",
-            "end:parent:0",
-            "begin:twice:0",
-            "end:twice:0",
-            "begin:twice:0",
-            "end:twice:0",
-        ];
-        let start = log.iter().position(|l| l == "begin:first:1").expect("the first span");
-        let got: Vec<&str> = log[start..].iter().map(String::as_str).collect();
-        assert_eq!(&got[..expected.len()], &expected, "{log:?}");
     }
 }

@@ -51,6 +51,49 @@ impl Stacks {
         top.truncate(n);
         top
     }
+
+    /// For each sample, the caller's spans open around it on its thread,
+    /// outermost first, as the `name` each was given: `spans` are
+    /// `(thread, begin_ns, end_ns, name)` on the samples' clock (sorted here).
+    /// A thread's spans nest (each ends before the one it was entered in), so
+    /// one sweep in time order finds them.
+    pub fn enclosing_spans(&self, spans: &mut [(u64, u64, u64, u32)]) -> Vec<Vec<u32>> {
+        // Outermost first where two begin together.
+        spans.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)).then(b.2.cmp(&a.2)));
+        let samples: Vec<(u64, u64)> = self.samples.iter().map(|s| (u64::from(s.tid), s.time_ns)).collect();
+        let mut order: Vec<usize> = (0..samples.len()).collect();
+        order.sort_unstable_by_key(|&i| samples[i]);
+        let mut out = vec![Vec::new(); samples.len()];
+        let mut next = 0;
+        let mut open: Vec<(u64, u64, u32)> = Vec::new();
+        let mut thread = None;
+        for i in order {
+            let (tid, time) = samples[i];
+            if thread != Some(tid) {
+                thread = Some(tid);
+                open.clear();
+                while next < spans.len() && spans[next].0 < tid {
+                    next += 1;
+                }
+            }
+            while let Some(&(t, begin, end, name)) = spans.get(next) {
+                if t != tid || begin > time {
+                    break;
+                }
+                while open.last().is_some_and(|o| o.1 < begin) {
+                    open.pop();
+                }
+                open.push((begin, end, name));
+                next += 1;
+            }
+            while open.last().is_some_and(|o| o.1 < time) {
+                open.pop();
+            }
+            // A span that ended before an outer one still open is gone too.
+            out[i] = open.iter().filter(|o| o.0 <= time && time <= o.1).map(|o| o.2).collect();
+        }
+        out
+    }
 }
 
 /// One sample: where one thread was when it had used one more interval of
@@ -150,5 +193,18 @@ mod tests {
         let first_thread = stacks.samples.iter().filter(|s| s.tid == 1);
         assert_eq!(stacks.top_functions(first_thread, 5), [("lex", 2), ("hash", 1), ("parse", 1)]);
         assert_eq!(stacks.top_functions(&stacks.samples[5..], 5), [("??", 1)]);
+    }
+
+    #[test]
+    fn each_sample_finds_the_spans_open_around_it_on_its_own_thread_outermost_first() {
+        let at = |tid, time_ns| Sample { tid, time_ns, frames: Vec::new(), unwound: true };
+        let samples = [(1, 50), (1, 125), (1, 150), (2, 150), (1, 205), (1, 220), (1, 2000), (3, 10)];
+        let stacks =
+            Stacks { samples: samples.iter().map(|&(t, ns)| at(t, ns)).collect(), ..Stacks::default() };
+        // build 0, compile 1, link 2, other 3.
+        let mut spans =
+            [(1, 100, 200, 1), (1, 210, 250, 2), (1, 0, 1000, 0), (2, 0, 1000, 3), (1, 120, 130, 2)];
+        let got = stacks.enclosing_spans(&mut spans);
+        assert_eq!(got, [vec![0], vec![0, 1, 2], vec![0, 1], vec![3], vec![0], vec![0, 2], vec![], vec![]]);
     }
 }

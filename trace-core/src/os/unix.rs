@@ -1,12 +1,9 @@
-//! Linux and macOS: `getrusage`, `wait4`, `clock_gettime`, and a constructor
+//! Linux and macOS: `getrusage`, `clock_gettime`, and a constructor
 //! that runs when the tool's image starts.
 
-use std::io;
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, ChildStderr, ChildStdout, ExitStatus};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{ChildUsage, Cpu};
+use super::Cpu;
 use crate::event::Since;
 
 pub(super) const MISSING: Option<&str> = None;
@@ -166,127 +163,6 @@ fn status_hwm_kib() -> Option<u64> {
     line.strip_suffix("kB")?.trim().parse().ok()
 }
 
-pub(super) fn read_pipes(
-    stdout: Option<ChildStdout>,
-    stderr: Option<ChildStderr>,
-) -> (io::Result<Vec<u8>>, io::Result<Vec<u8>>) {
-    use std::io::Read;
-    use std::os::fd::AsRawFd;
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    match (stdout, stderr) {
-        (Some(mut o), None) => {
-            let r = o.read_to_end(&mut out).map(|_| out);
-            (r, Ok(err))
-        }
-        (None, Some(mut e)) => {
-            let r = e.read_to_end(&mut err).map(|_| err);
-            (Ok(out), r)
-        }
-        (None, None) => (Ok(out), Ok(err)),
-        (Some(mut o), Some(mut e)) => match read_both(&mut o, &mut e, &mut out, &mut err) {
-            // stdout ended: the rest of stderr.
-            Ok(true) => {
-                let r = set_nonblocking(e.as_raw_fd(), false).and_then(|()| e.read_to_end(&mut err));
-                (Ok(out), r.map(|_| err))
-            }
-            Ok(false) => {
-                let r = set_nonblocking(o.as_raw_fd(), false).and_then(|()| o.read_to_end(&mut out));
-                (r.map(|_| out), Ok(err))
-            }
-            Err(error) => {
-                let again = io::Error::new(error.kind(), error.to_string());
-                (Err(error), Err(again))
-            }
-        },
-    }
-}
-
-/// Reads both pipes as far as they can be read without blocking whenever
-/// `poll` says one has something, until one ends: true when it was `o`.
-fn read_both(
-    o: &mut ChildStdout,
-    e: &mut ChildStderr,
-    out: &mut Vec<u8>,
-    err: &mut Vec<u8>,
-) -> io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    set_nonblocking(o.as_raw_fd(), true)?;
-    set_nonblocking(e.as_raw_fd(), true)?;
-    let mut fds = [
-        libc::pollfd { fd: o.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-        libc::pollfd { fd: e.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-    ];
-    loop {
-        // SAFETY: `fds` is an array of two valid `pollfd`s, and its length
-        // is passed with it.
-        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
-            let error = io::Error::last_os_error();
-            if error.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(error);
-        }
-        if fds[0].revents != 0 && read_available(o, out)? {
-            return Ok(true);
-        }
-        if fds[1].revents != 0 && read_available(e, err)? {
-            return Ok(false);
-        }
-    }
-}
-
-/// Reads what `pipe` holds into `to` without blocking: true once it ended.
-fn read_available(pipe: &mut impl std::io::Read, to: &mut Vec<u8>) -> io::Result<bool> {
-    // What was read before a `WouldBlock` is kept in `to`.
-    match pipe.read_to_end(to) {
-        Ok(_) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-fn set_nonblocking(fd: libc::c_int, on: bool) -> io::Result<()> {
-    // SAFETY: `fcntl` with F_GETFL and F_SETFL reads and sets the flags of
-    // `fd`, an open descriptor that the caller owns; no memory is passed.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let flags = if on { flags | libc::O_NONBLOCK } else { flags & !libc::O_NONBLOCK };
-        if libc::fcntl(fd, libc::F_SETFL, flags) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-pub(super) fn wait_child(child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
-    let pid = child.id() as libc::pid_t;
-    let mut status: libc::c_int = 0;
-    // SAFETY: an all-zero rusage is valid, and wait4 only writes to it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: `status` and `ru` are valid and writable; `pid` is our child,
-        // which nothing else waits for: `child` is ours and is dropped unwaited.
-        let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-        if rc == pid {
-            break;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    drop(child);
-    let usage = ChildUsage {
-        user_us: tv_us(ru.ru_utime),
-        system_us: tv_us(ru.ru_stime),
-        max_rss_kib: max_rss_kib(&ru),
-    };
-    Ok((ExitStatus::from_raw(status), Some(usage)))
-}
-
 // The image start: a constructor the loader runs before `main` (and before any
 // other Rust code of this image) records the monotonic clock, the CPU the
 // process had used until then (what it did before its exec) and its peak
@@ -402,58 +278,6 @@ fn process_start_us() -> Option<u64> {
 mod tests {
     use super::*;
 
-    /// The bytes `sh -c script` writes to its stdout and its stderr, read with
-    /// [`read_pipes`], and its exit code.
-    fn pipes_of(script: &str) -> (Vec<u8>, Vec<u8>, Option<i32>) {
-        use std::process::{Command, Stdio};
-        let mut child = Command::new("sh")
-            .args(["-c", script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (out, err) = read_pipes(child.stdout.take(), child.stderr.take());
-        let status = child.wait().unwrap();
-        (out.unwrap(), err.unwrap(), status.code())
-    }
-
-    #[test]
-    fn both_pipes_are_read_to_their_ends_whichever_the_child_fills_first() {
-        // 300,000 bytes on each, more than a pipe holds (64 KiB): a reader
-        // that read one pipe to its end before the other would never return.
-        let line = "x".repeat(99);
-        let big = format!("i=0; while [ $i -lt 3000 ]; do echo {line}; i=$((i+1)); done");
-        for script in [
-            format!("({big}) >&2; {big}; exit 4"),
-            format!("{big}; ({big}) >&2; exit 4"),
-            format!("i=0; while [ $i -lt 3000 ]; do echo {line}; echo {line} >&2; i=$((i+1)); done; exit 4"),
-        ] {
-            let (out, err, code) = pipes_of(&script);
-            assert_eq!((out.len(), err.len(), code), (300_000, 300_000, Some(4)), "{script}");
-            assert!(out.iter().chain(&err).all(|b| *b == b'x' || *b == b'\n'));
-        }
-        // One pipe, the other, none.
-        assert_eq!(pipes_of("printf out; printf err >&2"), (b"out".to_vec(), b"err".to_vec(), Some(0)));
-        assert_eq!(pipes_of("exec >&-; printf err >&2"), (Vec::new(), b"err".to_vec(), Some(0)));
-        assert_eq!(pipes_of("exec 2>&-; printf out"), (b"out".to_vec(), Vec::new(), Some(0)));
-        assert_eq!(pipes_of("exit 0"), (Vec::new(), Vec::new(), Some(0)));
-    }
-
-    #[test]
-    fn a_childs_exit_status_and_cpu_come_from_its_wait() {
-        // A shell that burns a little CPU in a loop, then exits with 3.
-        let child = std::process::Command::new("sh")
-            .args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3"])
-            .spawn()
-            .unwrap();
-        let (status, usage) = wait_child(child).unwrap();
-        assert_eq!(status.code(), Some(3));
-        let usage = usage.unwrap();
-        assert!(usage.user_us + usage.system_us > 0, "{usage:?}");
-        assert!(usage.max_rss_kib > 100, "{usage:?}");
-    }
-
     #[cfg(any(target_os = "linux", target_os = "android"))]
     #[test]
     fn the_peak_read_from_proc_status_is_the_one_it_shows() {
@@ -463,12 +287,5 @@ mod tests {
         // The peak only grows, and nothing here touches much memory in between.
         let read = status_hwm_kib().expect("VmHWM is read");
         assert!(read >= expected && read < expected + 4096, "{read} KiB against {expected} KiB");
-    }
-
-    #[test]
-    fn a_child_killed_by_a_signal_says_so() {
-        let child = std::process::Command::new("sh").args(["-c", "kill -9 $$"]).spawn().unwrap();
-        let (status, _) = wait_child(child).unwrap();
-        assert_eq!((status.code(), status.signal()), (None, Some(9)));
     }
 }

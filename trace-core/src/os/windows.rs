@@ -1,9 +1,6 @@
 //! Windows: thread ids and the performance counter; no process figures.
 
-use std::io;
-use std::process::{Child, ChildStderr, ChildStdout, ExitStatus};
-
-use super::{ChildUsage, Cpu};
+use super::Cpu;
 use crate::event::Since;
 
 pub(super) const MISSING: Option<&str> =
@@ -99,31 +96,4 @@ pub(super) fn startup_us() -> Option<u64> {
 
 pub(super) fn startup_resolution_us() -> u64 {
     0
-}
-
-pub(super) fn wait_child(mut child: Child) -> io::Result<(ExitStatus, Option<ChildUsage>)> {
-    Ok((child.wait()?, None))
-}
-
-pub(super) fn read_pipes(
-    stdout: Option<ChildStdout>,
-    stderr: Option<ChildStderr>,
-) -> (io::Result<Vec<u8>>, io::Result<Vec<u8>>) {
-    use std::io::Read;
-    let stderr_reader = stderr.map(|mut pipe| {
-        std::thread::Builder::new().name("child-stderr".into()).spawn(move || {
-            let mut bytes = Vec::new();
-            pipe.read_to_end(&mut bytes).map(|_| bytes)
-        })
-    });
-    let mut out = Vec::new();
-    let read_out = stdout.map_or(Ok(0), |mut pipe| pipe.read_to_end(&mut out)).map(|_| out);
-    let err = match stderr_reader {
-        Some(Ok(thread)) => {
-            thread.join().unwrap_or_else(|_| Err(io::Error::other("the stderr reader panicked")))
-        }
-        Some(Err(e)) => Err(e),
-        None => Ok(Vec::new()),
-    };
-    (read_out, err)
 }

@@ -10,14 +10,13 @@
 //! source's begin before the link is known, so each end names a thread and a
 //! time, and the sink binds it to the slice there.
 
-use tracing_core::Metadata;
-
 use super::{borrow_fields, feed, IdMap, SinkFile, Spans, ThreadState};
 use crate::event::{Event, FlowKind, Site, Tid};
+use crate::record::Meta;
 
 /// Where a span was entered, while it lives.
 struct Life {
-    meta: &'static Metadata<'static>,
+    meta: Meta,
     first_ns: u64,
     first_tid: Tid,
     /// Its last piece, for a flow from it once it is not running.
@@ -55,7 +54,7 @@ impl SpanLives {
         state: usize,
         tid: Tid,
         id: u64,
-        meta: &'static Metadata<'static>,
+        meta: Meta,
         ts: u64,
     ) {
         match self.lives.get_mut(&id) {
@@ -68,7 +67,7 @@ impl SpanLives {
     /// The first piece of span `id`, begun on `tid` at `begin_ns`, noted
     /// after the fact: a span in its first piece is not noted at its enter
     /// (most spans have no other), only once it may have another.
-    pub(super) fn first_piece(&mut self, id: u64, meta: &'static Metadata<'static>, tid: Tid, begin_ns: u64) {
+    pub(super) fn first_piece(&mut self, id: u64, meta: Meta, tid: Tid, begin_ns: u64) {
         self.lives.entry(id).or_insert(Life {
             meta,
             first_ns: begin_ns,
