@@ -198,12 +198,14 @@ none = [t * 1e3 for t in times[names[0]]]
 diff = statistics.median(off) - statistics.median(none)
 iqr = max(q(off, .75) - q(off, .25), q(none, .75) - q(none, .25))
 verdict = "inside" if abs(diff) <= iqr else "outside"
-# The targets: capture on against the same build with capture off, from the
-# pooled runs, and the spread of the same ratio taken within each round.
+# The targets (issue #37's guard; #14 had asked 1.25x at debug before the
+# writers were made plain): capture on against the same build with capture
+# off, from the pooled runs, and the spread of the same ratio taken within
+# each round.
 print()
 print("| ratio | target | pooled medians | IQR of the runs, ms | per-round medians, min-max | |")
 print("| --- | ---: | ---: | --- | ---: | --- |")
-for i, label, target in ((3, "debug / off", 1.25), (2, "info / off", 1.1)):
+for i, label, target in ((3, "debug / off", 1.45), (2, "info / off", 1.1)):
     on, off_ = [t * 1e3 for t in times[names[i]]], [t * 1e3 for t in times[names[1]]]
     r = statistics.median(on) / statistics.median(off_)
     rr = [a / b for a, b in zip(per_round[names[i]], per_round[names[1]])]
