@@ -274,11 +274,10 @@ fn process_start_us() -> Option<u64> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod tests {
     use super::*;
 
-    #[cfg(any(target_os = "linux", target_os = "android"))]
     #[test]
     fn the_peak_read_from_proc_status_is_the_one_it_shows() {
         let whole = std::fs::read_to_string("/proc/self/status").unwrap();
