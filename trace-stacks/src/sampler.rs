@@ -30,8 +30,11 @@ impl std::fmt::Debug for Sampler {
 }
 
 impl Sampler {
-    /// Starts the reader and symbolizer threads, after asking the kernel once whether this
-    /// process may sample itself. No thread is sampled until it is added.
+    /// Starts the reader and symbolizer threads, after asking the kernel
+    /// once whether this process may sample itself, and returns once the
+    /// reader has the process's unwind tables (waiting a second at most), so
+    /// that the buffers are drained from the first sample on. No thread is
+    /// sampled until it is added.
     ///
     /// Fails, saying why, on a platform without a sampler, when the kernel
     /// refuses perf events (`perf_event_paranoid` above 2, a seccomp filter),

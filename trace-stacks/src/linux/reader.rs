@@ -82,10 +82,17 @@ impl LinuxSampler {
             .spawn(move || symbolize_until_end(symbolizer_input, symbolized))
             .map_err(|e| system_error("starting the symbolizer thread", e))?;
         let for_reader = Arc::clone(&shared);
+        let (ready, reader_ready) = mpsc::channel();
         std::thread::Builder::new()
             .name("trace-stacks".into())
-            .spawn(move || read_until_stopped(&for_reader, to_symbolizer))
+            .spawn(move || read_until_stopped(&for_reader, to_symbolizer, ready))
             .map_err(|e| system_error("starting the reader thread", e))?;
+        // No thread is sampled before the reader has the unwind sections of
+        // the process's objects and drains the buffers: loading them takes a
+        // large binary tens of milliseconds on a busy machine, past what a
+        // ring buffer holds. A reader slower than a second is not waited for
+        // (its samples past the buffer are lost, and counted).
+        let _ = reader_ready.recv_timeout(Duration::from_secs(1));
         Ok(LinuxSampler { interval, shared, collected: Mutex::new(Some(collected)) })
     }
 
@@ -143,8 +150,9 @@ fn system_error(what: &str, error: io::Error) -> StacksError {
 
 /// The reader thread's loop: unwinds the samples as they arrive and sends
 /// them to the symbolizer thread after each wake-up.
-fn read_until_stopped(shared: &Shared, symbolizer: Sender<ToSymbolizer>) {
+fn read_until_stopped(shared: &Shared, symbolizer: Sender<ToSymbolizer>, ready: Sender<()>) {
     let mut unwinder = StackUnwinder::new();
+    let _ = ready.send(());
     let mut state = RecordState::default();
     // How many of the unwinder's objects the symbolizer has.
     let mut objects_sent = 0;
