@@ -1,84 +1,17 @@
-//! Hashing for the reader: [`FastHasher`] for its one small map (keyed by
-//! numbers), [`hash_bytes`] for byte strings (outputs and lines), and
-//! [`Index`], a compact table for the large sets, one entry per line or
-//! output of a log.
+//! Hashing for the reader: [`hash_bytes`] for byte strings (outputs and
+//! lines), and [`Index`], a compact table for the large sets, one entry per
+//! line or output of a log.
 //!
 //! The standard library's SipHash resists collisions chosen by an attacker,
 //! which a log the caller's own build wrote does not need, and costs several
-//! times more per key. `FastHasher` is FxHash's word-at-a-time loop (as in
-//! rustc) with a final folded multiply, so that every input bit reaches the
-//! low bits the hash table indexes with; `hash_bytes` folds 16 bytes per
-//! multiply. Nothing depends on the order of a table, and every lookup
-//! compares the items themselves, so hashes change only speed, never what
-//! the reader says (the crate's own tests check that with hashes that
-//! collide on purpose: see [`weakened`]).
-
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// A `HashMap` with [`FastHasher`].
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
-
-/// FxHash-style: one multiply per 8 bytes, and a folded multiply at the end.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct FastHasher {
-    hash: u64,
-}
-
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-const FOLD: u64 = 0x9e37_79b9_7f4a_7c15;
-
-impl FastHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
-    }
-}
-
-impl Hasher for FastHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let (words, rest) = bytes.as_chunks::<8>();
-        for word in words {
-            self.add(u64::from_le_bytes(*word));
-        }
-        if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(last));
-        }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, n: u8) {
-        self.add(u64::from(n));
-    }
-
-    #[inline]
-    fn write_u32(&mut self, n: u32) {
-        self.add(u64::from(n));
-    }
-
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-
-    #[inline]
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        let folded = u128::from(self.hash) * u128::from(FOLD);
-        (folded as u64) ^ ((folded >> 64) as u64)
-    }
-}
+//! times more per key; `hash_bytes` folds 16 bytes per multiply. Nothing
+//! depends on the order of a table, and every lookup compares the items
+//! themselves, so hashes change only speed, never what the reader says (the
+//! crate's own tests check that with hashes that collide on purpose: see
+//! [`weakened`]).
 
 /// The hash of a byte string, for the [`Index`]es: 16 bytes per folded
-/// multiply (as in wyhash or foldhash), a chain three times shorter than
-/// [`FastHasher`]'s for the paths of a log.
+/// multiply (as in wyhash or foldhash).
 #[inline]
 pub(crate) fn hash_bytes(bytes: &[u8]) -> u64 {
     weakened(strong_hash_bytes(bytes))
@@ -281,38 +214,6 @@ impl Index {
 
 #[cfg(test)]
 mod tests {
-    use std::hash::{BuildHasher, BuildHasherDefault};
-
-    use super::FastHasher;
-
-    fn hash(bytes: &[u8]) -> u64 {
-        BuildHasherDefault::<FastHasher>::default().hash_one(bytes)
-    }
-
-    #[test]
-    fn byte_strings_that_differ_anywhere_hash_apart() {
-        let base = b"obj/lib07/src/module_123/file_012345.cc.o".to_vec();
-        let mut hashes = std::collections::HashSet::new();
-        hashes.insert(hash(&base));
-        for i in 0..base.len() {
-            let mut other = base.clone();
-            other[i] ^= 0x40;
-            assert!(hashes.insert(hash(&other)), "byte {i}");
-        }
-        // Trailing zero bytes and length changes are seen too.
-        assert_ne!(hash(b"a"), hash(b"a\0"));
-        assert_ne!(hash(b""), hash(b"\0"));
-    }
-
-    #[test]
-    fn the_low_bits_spread() {
-        // Keys differing only in their last word's high byte still land in
-        // different buckets of a small table.
-        let buckets: std::collections::HashSet<u64> =
-            (0..=255u8).map(|b| hash(&[b'x', 0, 0, 0, 0, 0, 0, b]) & 1023).collect();
-        assert!(buckets.len() > 200, "{}", buckets.len());
-    }
-
     #[test]
     fn hash_bytes_sees_every_byte_and_the_length() {
         use super::strong_hash_bytes as hash_bytes;

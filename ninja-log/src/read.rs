@@ -39,8 +39,10 @@
 use std::borrow::Cow;
 use std::path::Path;
 
+use rustc_hash::FxHashMap;
+
 use crate::format;
-use crate::hash::{hash_bytes, FastMap, Index, Slot};
+use crate::hash::{hash_bytes, Index, Slot};
 use crate::line::{self, show, Line, Lines};
 use crate::{Action, Actions, Delta, DeltaRef, Head};
 
@@ -818,7 +820,7 @@ struct Block {
     /// The start and hash value of each.
     keys: Vec<(u64, u64)>,
     /// Built from `keys` once they are many: each key's index among them.
-    map: Option<FastMap<(u64, u64), usize>>,
+    map: Option<FxHashMap<(u64, u64), usize>>,
 }
 
 impl Block {
