@@ -117,6 +117,31 @@ pub struct World {
     pub rng: Rng,
 }
 
+/// What one Ninja process does in [`World::cycle`].
+pub struct Run<'a> {
+    /// The Ninja log version it writes.
+    pub version: u32,
+    /// The edges it builds, in order.
+    pub edges: &'a [&'a Edge],
+    /// Outputs no longer in the manifest (dropped when it recompacts).
+    pub dead: &'a HashSet<String>,
+    /// The epoch its actions get (1 after a regeneration).
+    pub epoch: u32,
+    /// What happens to the log while it runs.
+    pub event: Event,
+    /// The index of its first action among the traced run's.
+    pub first_index: usize,
+    /// Its last action runs long (a regeneration Ninja restarts after).
+    pub long_last: bool,
+}
+
+impl<'a> Run<'a> {
+    /// A build of `edges` by Ninja `version` before the traced run.
+    pub fn history(version: u32, edges: &'a [&'a Edge], dead: &'a HashSet<String>) -> Run<'a> {
+        Run { version, edges, dead, epoch: 0, event: Event::None, first_index: 0, long_last: false }
+    }
+}
+
 /// What happens to the log while the traced run goes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -206,19 +231,10 @@ impl World {
         self.path = Some(self.files.len() - 1);
     }
 
-    /// One Ninja process building `edges` in order; returns the actions that
-    /// succeeded. `event` counts actions from `first_index`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn cycle(
-        &mut self,
-        version: u32,
-        edges: &[&Edge],
-        dead: &HashSet<String>,
-        epoch: u32,
-        event: Event,
-        first_index: usize,
-        long_last: bool,
-    ) -> (Vec<TrueAction>, Option<usize>) {
+    /// One Ninja process building `run.edges` in order; returns the actions
+    /// that succeeded. `run.event` counts actions from `run.first_index`.
+    pub fn cycle(&mut self, run: Run) -> (Vec<TrueAction>, Option<usize>) {
+        let Run { version, edges, dead, epoch, event, first_index, long_last } = run;
         let recompacted = self.load(version, dead);
         let mut handle = (version < 7).then(|| self.open(version));
         let mut actions = Vec::new();
@@ -327,10 +343,11 @@ pub fn scenario(seed: u64) -> Scenario {
     let history_runs = if rng.chance(8) { 0 } else { rng.below(70) as usize };
     let mut story = format!("{n_edges} edges; history: {history_runs} runs by v{history_version}");
 
+    let none_dead = HashSet::new();
     for _ in 0..history_runs {
         let mut chosen: Vec<&Edge> = edges.iter().filter(|_| w.rng.chance(2)).collect();
         w.rng.shuffle(&mut chosen);
-        w.cycle(history_version, &chosen, &HashSet::new(), 0, Event::None, 0, false);
+        w.cycle(Run::history(history_version, &chosen, &none_dead));
     }
     // Often go on until the log is one Ninja will recompact when it loads it
     // (real logs get there every few dozen builds).
@@ -342,7 +359,7 @@ pub fn scenario(seed: u64) -> Scenario {
             }
             let mut chosen: Vec<&Edge> = edges.iter().filter(|_| w.rng.chance(2)).collect();
             w.rng.shuffle(&mut chosen);
-            w.cycle(history_version, &chosen, &HashSet::new(), 0, Event::None, 0, false);
+            w.cycle(Run::history(history_version, &chosen, &none_dead));
         }
     }
     if w.path.is_some() && w.rng.chance(15) {
@@ -390,14 +407,16 @@ pub fn scenario(seed: u64) -> Scenario {
     let mut rewritten_mid_run = false;
     let mut kept_nothing = false;
     let (first_cycle, epoch) = if regenerate {
-        let (actions, recompacted) = w.cycle(version, &[&manifest], &dead, 0, event, 0, true);
+        let (actions, recompacted) =
+            w.cycle(Run { edges: &[&manifest], event, long_last: true, ..Run::history(version, &[], &dead) });
         truth.extend(actions);
         kept_nothing = recompacted == Some(0);
         (1, 1)
     } else {
         (0, 0)
     };
-    let (actions, recompacted) = w.cycle(version, &build, &dead, epoch, event, first_cycle, false);
+    let (actions, recompacted) =
+        w.cycle(Run { epoch, event, first_index: first_cycle, ..Run::history(version, &build, &dead) });
     truth.extend(actions);
     if regenerate && recompacted.is_some() {
         rewritten_mid_run = true;
