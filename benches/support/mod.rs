@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use criterion::Criterion;
+use trace_proto_wire::Value;
 
 /// Samples per benchmark; `--sample-size N` on the command line overrides it.
 pub const SAMPLE_SIZE: usize = 25;
@@ -329,51 +330,21 @@ pub struct PerfettoCounts {
     pub instants: u64,
 }
 
-fn varint(bytes: &[u8], pos: &mut usize) -> Result<u64, String> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *bytes.get(*pos).ok_or("a varint runs past the end")?;
-        *pos += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err("a varint longer than 10 bytes".to_string())
-}
-
-/// Calls `f(field, wire_type, payload)` for each field of a message; a varint's
-/// payload is its value in `Ok`, a length-delimited field's is its bytes.
+/// Calls `f(field, payload)` for each field of a message; a varint's payload
+/// is its value in `Ok`, a length-delimited field's is its bytes in `Err`
+/// (fixed-width fields are skipped).
 fn fields<'a>(
     msg: &'a [u8],
     mut f: impl FnMut(u64, Result<u64, &'a [u8]>) -> Result<(), String>,
 ) -> Result<(), String> {
-    let mut pos = 0;
-    while pos < msg.len() {
-        let key = varint(msg, &mut pos)?;
-        let (field, wire) = (key >> 3, key & 7);
-        match wire {
-            0 => {
-                let v = varint(msg, &mut pos)?;
-                f(field, Ok(v))?;
-            }
-            1 => pos += 8,
-            2 => {
-                let len = varint(msg, &mut pos)? as usize;
-                let end =
-                    pos.checked_add(len).filter(|e| *e <= msg.len()).ok_or("a field runs past the end")?;
-                f(field, Err(&msg[pos..end]))?;
-                pos = end;
-            }
-            5 => pos += 4,
-            w => return Err(format!("wire type {w} of field {field} is not used by Perfetto traces")),
+    for field in trace_proto_wire::Fields::new(msg) {
+        match field.map_err(|e| e.to_string())? {
+            (number, Value::Varint(v)) => f(number.into(), Ok(v))?,
+            (number, Value::Bytes(bytes)) => f(number.into(), Err(bytes))?,
+            _ => {}
         }
     }
-    if pos == msg.len() {
-        Ok(())
-    } else {
-        Err("a fixed-width field runs past the end".to_string())
-    }
+    Ok(())
 }
 
 /// Counts the `TrackEvent`s of a `perfetto.protos.Trace` by type

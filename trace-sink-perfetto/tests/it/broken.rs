@@ -3,36 +3,27 @@
 
 use std::path::PathBuf;
 
+use trace_proto_wire::{put_bytes, put_uint};
+
 use crate::support::{assert_checker_accepts, assert_checker_refuses, assert_protoc_decodes};
 
 /// A protobuf message built field by field.
 #[derive(Clone, Default)]
 struct Msg(Vec<u8>);
 
-fn varint(buf: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        buf.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    buf.push(v as u8);
-}
-
 impl Msg {
-    fn int(mut self, field: u64, v: u64) -> Msg {
-        varint(&mut self.0, field << 3);
-        varint(&mut self.0, v);
+    fn int(mut self, field: u32, v: u64) -> Msg {
+        put_uint(&mut self.0, field, v);
         self
     }
-    fn bytes(mut self, field: u64, b: &[u8]) -> Msg {
-        varint(&mut self.0, (field << 3) | 2);
-        varint(&mut self.0, b.len() as u64);
-        self.0.extend_from_slice(b);
+    fn bytes(mut self, field: u32, b: &[u8]) -> Msg {
+        put_bytes(&mut self.0, field, b);
         self
     }
-    fn msg(self, field: u64, m: Msg) -> Msg {
+    fn msg(self, field: u32, m: Msg) -> Msg {
         self.bytes(field, &m.0)
     }
-    fn text(self, field: u64, s: &str) -> Msg {
+    fn text(self, field: u32, s: &str) -> Msg {
         self.bytes(field, s.as_bytes())
     }
 }
