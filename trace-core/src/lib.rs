@@ -95,7 +95,6 @@
 #![deny(missing_docs)]
 
 mod buffer;
-mod callsite_answers;
 mod capture;
 mod clock;
 mod config;

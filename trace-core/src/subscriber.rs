@@ -14,13 +14,20 @@
 //! - Spans are almost never cloned: a handle's close checks one atomic count of
 //!   outstanding clones, and only when it is not zero, a table of extra
 //!   references under a lock.
-//! - The tee ([`crate::Session::start`]): what the inner dispatcher wants
-//!   ([`crate::callsite_answers`]) is forwarded to it with span ids mapped
-//!   (the inner id is kept beside the callsite), the capture's root span
-//!   never, so the tool's subscriber sees the parents it would see without
-//!   capture. Limit: an event with an explicit parent (`info!(parent: &span,
-//!   ..)`) reaches it unchanged, with the capture's id for its parent:
-//!   `tracing` offers no way to rebuild an event with another parent.
+//! - The tee ([`crate::Session::start`]): what the inner dispatcher wants is
+//!   forwarded to it with span ids mapped (the inner id is kept beside the
+//!   callsite), the capture's root span never, so the tool's subscriber sees
+//!   the parents it would see without capture. Limit: an event with an
+//!   explicit parent (`info!(parent: &span, ..)`) reaches it unchanged, with
+//!   the capture's id for its parent: `tracing` offers no way to rebuild an
+//!   event with another parent.
+//! - What the filter and the inner dispatcher said of each call site when
+//!   `tracing` registered it is kept in a table ([`Answers`]). A
+//!   `tracing-subscriber` registry whose layers all have per-layer filters
+//!   answers `enabled` with `true` even when every filter said no (it
+//!   disables such call sites through their interest instead): a call site
+//!   whose interest there is `never` is not forwarded to it, or its spans
+//!   would be made, entered and closed in the registry's slab for no layer.
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -34,8 +41,9 @@ use tracing_core::{Dispatch, Event, LevelFilter, Metadata, Subscriber};
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::{Layer, Registry};
 
+use rustc_hash::FxHashMap;
+
 use crate::buffer::{Slot, ThreadBuf};
-use crate::callsite_answers::{Answers, CallsiteAnswers};
 use crate::capture::{downcast_raw, wants, Core, ROOT_TARGET};
 use crate::layer::max_with_root;
 use crate::recent_spans::{RecentSpan, SpanInfo};
@@ -47,6 +55,15 @@ const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
 /// ids from the shared counter.
 const THREAD_MAX: u64 = u64::MAX >> SEQ_BITS;
 
+/// What is known of one call site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Answers {
+    /// The capture's filter wants it.
+    wanted: bool,
+    /// The tool's dispatcher said its interest is `never`.
+    inner_never: bool,
+}
+
 /// The capture's subscriber. Aligned so that its fields do not share a cache
 /// line with the reference count that every span handle changes.
 #[repr(align(128))]
@@ -57,8 +74,10 @@ pub(crate) struct CaptureSubscriber {
     /// The dispatcher that was the default when the capture started (the
     /// tool's own logging), if any.
     inner: Option<Dispatch>,
-    /// What the filter and `inner` said of each call site ([`CallsiteAnswers`]).
-    sites: CallsiteAnswers,
+    /// What the filter and `inner` said of each call site, by the address of
+    /// its metadata. A call site given at another address (`tracing-log`'s
+    /// records) is answered by the filter and by `enabled`.
+    sites: Mutex<FxHashMap<usize, Answers>>,
     /// Outstanding extra references, the sum of `refs`.
     clones: AtomicUsize,
     /// Span id to the number of its handles beyond the first.
@@ -77,7 +96,7 @@ impl CaptureSubscriber {
             core,
             filter,
             max_level,
-            sites: CallsiteAnswers::new(),
+            sites: Mutex::new(FxHashMap::default()),
             inner,
             clones: AtomicUsize::new(0),
             refs: Mutex::new(HashMap::new()),
@@ -90,9 +109,8 @@ impl CaptureSubscriber {
     /// now for a call site the table does not hold.
     #[inline]
     fn known(&self, meta: &Metadata<'_>) -> Answers {
-        self.sites
-            .get(meta)
-            .unwrap_or_else(|| Answers { wanted: wants(&self.filter, meta), inner_never: false })
+        let kept = self.sites.lock().get(&(meta as *const Metadata<'_> as usize)).copied();
+        kept.unwrap_or_else(|| Answers { wanted: wants(&self.filter, meta), inner_never: false })
     }
 
     /// [`Self::known`] for a span or event `tracing` gave the subscriber:
@@ -108,7 +126,7 @@ impl CaptureSubscriber {
 
     /// The inner dispatcher, if it wants `meta` and `meta` is not the root's.
     /// A call site whose interest it said is `never` is not asked `enabled`,
-    /// which may say yes to it anyway ([`crate::callsite_answers`]).
+    /// which may say yes to it anyway.
     #[inline]
     fn inner_for(&self, meta: &Metadata<'_>, known: Answers) -> Option<&Dispatch> {
         self.inner.as_ref().filter(|d| meta.target() != ROOT_TARGET && !known.inner_never && d.enabled(meta))
@@ -280,7 +298,7 @@ impl Subscriber for CaptureSubscriber {
         // too, for what to forward to it, and so is the filter's.
         let wanted = wants(&self.filter, meta);
         let inner_never = self.inner.as_ref().is_some_and(|d| d.register_callsite(meta).is_never());
-        self.sites.set(meta, Answers { wanted, inner_never });
+        self.sites.lock().insert(meta as *const Metadata<'static> as usize, Answers { wanted, inner_never });
         if wanted {
             Interest::always()
         } else {
