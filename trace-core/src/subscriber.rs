@@ -26,7 +26,6 @@
 //!   would be made, entered and closed in the registry's slab for no layer.
 
 use std::any::TypeId;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -81,7 +80,7 @@ pub(crate) struct CaptureSubscriber {
     /// Outstanding extra references, the sum of `refs`.
     clones: AtomicUsize,
     /// Span id to the number of its handles beyond the first.
-    refs: Mutex<HashMap<u64, usize>>,
+    refs: Mutex<FxHashMap<u64, usize>>,
     /// Every open span.
     spans: Mutex<FxHashMap<u64, SpanInfo>>,
     /// The id of the next span.
@@ -98,7 +97,7 @@ impl CaptureSubscriber {
             sites: Mutex::new(FxHashMap::default()),
             inner,
             clones: AtomicUsize::new(0),
-            refs: Mutex::new(HashMap::new()),
+            refs: Mutex::new(FxHashMap::default()),
             spans: Mutex::new(FxHashMap::default()),
             next_id: AtomicU64::new(1),
         }
@@ -147,7 +146,7 @@ impl CaptureSubscriber {
     /// Runs `f` on the calling thread's slot and returns what it found of span
     /// `id`; without a slot (the capture finished before this thread's first
     /// record, or a `Debug` impl is logging) counts the record as lost, never
-    /// silently, and looks the span up elsewhere for the tee.
+    /// silently, and looks the span up for the tee.
     fn on_slot(&self, id: u64, f: impl FnOnce(&Slot) -> Option<SpanInfo>) -> Option<SpanInfo> {
         match self.core.threads.with_slot(f) {
             Some(info) => info,
