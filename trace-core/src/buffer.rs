@@ -27,11 +27,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use crossbeam_channel::{Receiver, Sender};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::event::{LaneReport, Resources, Tid};
-use crate::recent_spans::{RecentSpans, SpanInfo};
 use crate::record::{Batch, CaptureClock, OwnedLane};
+use crate::subscriber::SpanInfo;
 
 /// The default memory budget for batches waiting for the writer.
 pub(crate) const DEFAULT_BUDGET: usize = 64 * 1024 * 1024;
@@ -272,9 +272,6 @@ pub(crate) struct ThreadBuf {
     /// Set once the capture has taken this buffer's last records.
     pub closed: AtomicBool,
     records: UnsafeCell<ThreadRecords>,
-    /// The callsites of the spans this thread created lately, for the
-    /// capture's own subscriber (unused under the registry).
-    pub recent_spans: RecentSpans,
 }
 
 // SAFETY: `records` is reached only through a `Claim`, and a `Claim` exists only
@@ -427,9 +424,6 @@ pub(crate) struct Threads {
     /// it takes the threads' last records, so a thread must never wait for it
     /// while it holds its own buffer.
     pub list: Mutex<Vec<Arc<ThreadBuf>>>,
-    /// The same buffers, for the rare lookups of another thread's spans; a
-    /// lock of its own, only ever held for an index.
-    pub by_index: RwLock<Vec<Arc<ThreadBuf>>>,
     /// The sampler of CPU stacks each thread joins as it registers, when
     /// `<P>_TRACE_STACKS` is on.
     pub stacks: crate::stacks::StacksSampler,
@@ -444,7 +438,6 @@ impl Threads {
             clock,
             handoff,
             list: Mutex::new(Vec::new()),
-            by_index: RwLock::new(Vec::new()),
             stacks: Default::default(),
         }
     }
@@ -472,22 +465,12 @@ impl Threads {
             busy: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             records: UnsafeCell::new(ThreadRecords { batch, closed: false, last_ts: registered, seq: 0 }),
-            recent_spans: RecentSpans::new(),
         });
         // Every thread that records into the capture has its CPU stacks
         // sampled, when they are on.
         self.stacks.add_thread(tid);
         list.push(buf.clone());
-        self.by_index.write().push(buf.clone());
         Some(buf)
-    }
-
-    /// Runs `f` on the buffer of this capture's thread number `index`.
-    #[cold]
-    pub(crate) fn with_buf<R>(&self, index: u64, f: impl FnOnce(&ThreadBuf) -> R) -> Option<R> {
-        let bufs = self.by_index.read();
-        let buf = bufs.get(usize::try_from(index).ok()?)?;
-        Some(f(buf))
     }
 
     /// Runs `f` with the calling thread's slot for this capture, registering
@@ -644,15 +627,13 @@ pub(crate) struct Slot {
     capture: u64,
     pub buf: Arc<ThreadBuf>,
     threads: Weak<Threads>,
-    /// The capture's subscriber: the sequence number of this thread's next span.
-    pub next_seq: Cell<u64>,
     /// The capture's subscriber: the spans entered on this thread, innermost last.
     pub stack: RefCell<Vec<(u64, SpanInfo)>>,
 }
 
 impl Slot {
     fn new(capture: u64, buf: Arc<ThreadBuf>, threads: Weak<Threads>) -> Slot {
-        Slot { capture, buf, threads, next_seq: Cell::new(1), stack: RefCell::new(Vec::new()) }
+        Slot { capture, buf, threads, stack: RefCell::new(Vec::new()) }
     }
 }
 

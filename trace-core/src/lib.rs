@@ -48,9 +48,8 @@
 //! `record` (raw records), `buffer` (per-thread buffers, hand-over, budget),
 //! `writer` (the merge and the sinks; `writer::fields`, a span's fields;
 //! `writer::span_lives`, spans in pieces and flows), `capture` (a capture's
-//! state and the record protocol), then the front-ends `subscriber` (with
-//! `recent_spans` and `callsite_answers`, what it keeps per thread and per
-//! call site) and `layer`, and `session`.
+//! state and the record protocol), then the front-ends `subscriber` and
+//! `layer`, and `session`.
 //!
 //! # Example
 //!
@@ -95,7 +94,6 @@
 #![deny(missing_docs)]
 
 mod buffer;
-mod callsite_answers;
 mod capture;
 mod clock;
 mod config;
@@ -104,7 +102,6 @@ mod family;
 mod filter;
 mod layer;
 pub mod os;
-mod recent_spans;
 mod record;
 mod sampler;
 mod session;
